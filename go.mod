@@ -1,0 +1,3 @@
+module github.com/byollm/relayd
+
+go 1.26.8
