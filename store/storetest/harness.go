@@ -1,0 +1,31 @@
+// Package storetest is the one behaviour contract every RoutingStore must
+// pass. A store package runs it from its own tests with Run and a function
+// that builds a fresh, empty store for each case.
+//
+// Every store rule is asserted here and only here, so the memory and Valkey
+// stores cannot drift apart.
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/byollm/relayd/store"
+)
+
+// Harness is one fresh store under test and the levers the contract needs.
+type Harness struct {
+	// Store is empty when handed over.
+	Store store.RoutingStore
+	// Advance moves the store's clock forward by d.
+	Advance func(t *testing.T, d time.Duration)
+	// WriteUnparseableJob stores a queued job under id for siteID whose stored
+	// stub no longer parses (as a record written by an older or broken
+	// writer would be). Stores that keep no serialised records leave it nil,
+	// and the case that needs it is skipped for them.
+	WriteUnparseableJob func(t *testing.T, id, siteID, owner, kind string)
+}
+
+// NewHarness builds a fresh harness for one test case. It registers any
+// cleanup with t.
+type NewHarness func(t *testing.T) Harness

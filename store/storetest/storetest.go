@@ -1,0 +1,229 @@
+package storetest
+
+import (
+	"context"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// Site is the site the contract routes for; OtherSite is a second one.
+const (
+	Site      = "site_store"
+	OtherSite = "site_other"
+)
+
+// leaseMs is the lease length the contract claims with.
+const leaseMs = 45_000
+
+// leaseIDPattern is a lowercase UUID v4.
+var leaseIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// testCase is one rule of the contract.
+type testCase struct {
+	name string
+	run  func(t *testing.T, b *bundle)
+}
+
+// cases is filled by the files of this package, one group per operation.
+var cases []testCase
+
+func register(group string, cs ...testCase) {
+	for _, c := range cs {
+		c.name = group + "/" + c.name
+		cases = append(cases, c)
+	}
+}
+
+// Run runs every case of the contract, each against a fresh store.
+func Run(t *testing.T, newHarness NewHarness) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.run(t, setup(t, newHarness))
+		})
+	}
+}
+
+// bundle is what each case works with.
+type bundle struct {
+	h   Harness
+	s   store.RoutingStore
+	ctx context.Context
+}
+
+func setup(t *testing.T, newHarness NewHarness) *bundle {
+	h := newHarness(t)
+	require.NotNil(t, h.Store)
+	require.NotNil(t, h.Advance)
+	return &bundle{h: h, s: h.Store, ctx: t.Context()}
+}
+
+// device is a paired runner as the contract sees it.
+type device struct {
+	runner string
+	owner  string
+}
+
+var (
+	alice  = device{runner: "runner_alice", owner: "alice"}
+	alice2 = device{runner: "runner_alice_2", owner: "alice"}
+	bob    = device{runner: "runner_bob", owner: "bob"}
+)
+
+func identityOf(d device) protocol.PublicIdentity {
+	return protocol.PublicIdentity{Identity: "id-" + d.runner, Encryption: "enc-" + d.runner, EncryptionSig: "sig-" + d.runner}
+}
+
+func (b *bundle) now(t *testing.T) int64 {
+	now, err := b.s.Now(b.ctx)
+	require.NoError(t, err)
+	return now
+}
+
+func (b *bundle) advance(t *testing.T, d time.Duration) { b.h.Advance(t, d) }
+
+// stubOpt adjusts a contract stub.
+type stubOpt func(*protocol.JobStub)
+
+func ownedBy(owner string) stubOpt { return func(s *protocol.JobStub) { s.Owner = owner } }
+func ofKind(kind string) stubOpt   { return func(s *protocol.JobStub) { s.Kind = kind } }
+func forAudience(a string) stubOpt { return func(s *protocol.JobStub) { s.Audience = a } }
+func deadlineIn(t *testing.T, b *bundle, d time.Duration) stubOpt {
+	at := b.now(t) + d.Milliseconds()
+	return func(s *protocol.JobStub) { s.DeadlineAt = at }
+}
+
+// stub is a public generate job for alice, due in an hour.
+func (b *bundle) stub(t *testing.T, id string, opts ...stubOpt) protocol.JobStub {
+	s := protocol.JobStub{
+		ID: id, Kind: protocol.KindGenerate, Owner: "alice", Site: "BYOLLM-TEST-SITE",
+		Audience: protocol.AudiencePublic, SizeClass: "small", Streaming: false,
+		DeadlineAt: b.now(t) + time.Hour.Milliseconds(),
+	}
+	for _, o := range opts {
+		o(&s)
+	}
+	return s
+}
+
+func (b *bundle) enqueueOn(t *testing.T, site string, s protocol.JobStub) store.EnqueueResult {
+	res, err := b.s.Enqueue(b.ctx, store.EnqueueInput{SiteID: site, Stub: s})
+	require.NoError(t, err)
+	return res
+}
+
+// enqueue publishes stubs for Site.
+func (b *bundle) enqueue(t *testing.T, ids ...string) {
+	for _, id := range ids {
+		b.enqueueOn(t, Site, b.stub(t, id))
+	}
+}
+
+// claimFor asks, for device d, for up to max jobs of every kind on Site
+// from the owners given (d's own owner when none are given).
+func (b *bundle) claimFor(t *testing.T, d device, max int, owners ...string) []protocol.ClaimedStub {
+	if len(owners) == 0 {
+		owners = []string{d.owner}
+	}
+	routes := make([]store.Route, 0, len(owners))
+	for _, o := range owners {
+		routes = append(routes, store.Route{SiteID: Site, Owner: o})
+	}
+	return b.claimInput(t, store.ClaimInput{
+		RunnerID: d.runner, Owner: d.owner, Device: identityOf(d), Routes: routes,
+		Kinds: []string{protocol.KindGenerate, protocol.KindChat}, Max: max, LeaseMs: leaseMs,
+	})
+}
+
+func (b *bundle) claimInput(t *testing.T, in store.ClaimInput) []protocol.ClaimedStub {
+	got, err := b.s.Claim(b.ctx, in)
+	require.NoError(t, err)
+	require.NotNil(t, got, "claim returns an empty list, not nil")
+	return got
+}
+
+// claimOne claims exactly one job for d and returns its grant.
+func (b *bundle) claimOne(t *testing.T, d device, owners ...string) protocol.ClaimedStub {
+	got := b.claimFor(t, d, 1, owners...)
+	require.Len(t, got, 1)
+	return got[0]
+}
+
+func ids(stubs []protocol.ClaimedStub) []string {
+	out := make([]string, 0, len(stubs))
+	for _, s := range stubs {
+		out = append(out, s.ID)
+	}
+	return out
+}
+
+func jobIDs(jobs []store.Job) []string {
+	out := make([]string, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, j.ID)
+	}
+	return out
+}
+
+func (b *bundle) job(t *testing.T, id string) store.Job {
+	j, ok, err := b.s.Job(b.ctx, id)
+	require.NoError(t, err)
+	require.True(t, ok, "job %s exists", id)
+	return j
+}
+
+func (b *bundle) requireGone(t *testing.T, id string) {
+	_, ok, err := b.s.Job(b.ctx, id)
+	require.NoError(t, err)
+	require.False(t, ok, "job %s is gone", id)
+}
+
+func (b *bundle) requireState(t *testing.T, id string, want store.State) store.Job {
+	j := b.job(t, id)
+	require.Equal(t, want, j.State, "state of %s", id)
+	return j
+}
+
+func envelope(direction, tag string) protocol.SealedEnvelope {
+	return protocol.SealedEnvelope{
+		Ciphertext: "ciphertext-" + tag, RecipientKeyID: "BYOLLM-RECIPIENT", SenderKeyID: "BYOLLM-SENDER",
+		Direction: direction, DeadlineAt: 4_000_000_000_000,
+	}
+}
+
+func lease(c protocol.ClaimedStub) store.LeaseInput {
+	return store.LeaseInput{JobID: c.ID, RunnerID: c.Lease.RunnerID, LeaseID: c.Lease.ID}
+}
+
+func ref(c protocol.ClaimedStub) protocol.LeaseRef {
+	return protocol.LeaseRef{JobID: c.ID, LeaseID: c.Lease.ID}
+}
+
+func (b *bundle) seal(t *testing.T, c protocol.ClaimedStub) {
+	require.NoError(t, b.s.Seal(b.ctx, store.SealInput{JobID: c.ID, SiteID: Site, Envelope: envelope(protocol.DirectionPayload, c.ID)}))
+}
+
+func (b *bundle) complete(t *testing.T, c protocol.ClaimedStub, disposition string) store.CompleteResult {
+	res, err := b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: lease(c), Envelope: envelope(protocol.DirectionResult, c.ID+"-"+disposition), Disposition: disposition})
+	require.NoError(t, err)
+	return res
+}
+
+// runToDone takes a claimed job through seal, fetch and result.
+func (b *bundle) runToDone(t *testing.T, c protocol.ClaimedStub) {
+	b.seal(t, c)
+	_, err := b.s.TakePayload(b.ctx, lease(c))
+	require.NoError(t, err)
+	require.False(t, b.complete(t, c, protocol.DispositionOK).Duplicate)
+}
+
+func requireRefusal(t *testing.T, err error, want store.RefusalCode) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, want, store.RefusalOf(err), "refusal code of %v", err)
+}

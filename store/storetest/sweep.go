@@ -1,0 +1,180 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+func init() {
+	register("sweep",
+		testCase{"drops a job at its deadline, and the ciphertext with it", func(t *testing.T, b *bundle) { // F67, B17.1
+			b.enqueueOn(t, Site, b.stub(t, "a", deadlineIn(t, b, 30*time.Second)))
+			c := b.claimOne(t, alice)
+			b.runToDone(t, c)
+			b.advance(t, 30*time.Second) // exactly the deadline: boundaries are inclusive
+			res, err := b.s.Sweep(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{"a"}, res.Expired)
+			require.Empty(t, res.Requeued)
+			b.requireGone(t, "a")
+			all, err := b.s.Jobs(b.ctx, 0)
+			require.NoError(t, err)
+			require.Empty(t, all)
+			fin, err := b.s.Finished(b.ctx, Site)
+			require.NoError(t, err)
+			require.Empty(t, fin)
+		}},
+		testCase{"leaves a job whose deadline has not passed alone", func(t *testing.T, b *bundle) { // F68
+			b.enqueueOn(t, Site, b.stub(t, "a", deadlineIn(t, b, time.Minute)))
+			b.advance(t, 59*time.Second)
+			res, err := b.s.Sweep(b.ctx)
+			require.NoError(t, err)
+			require.Empty(t, res.Expired)
+			require.Empty(t, res.Requeued)
+			b.requireState(t, "a", store.Queued)
+		}},
+		testCase{"requeues a job whose site never sealed, stub intact", func(t *testing.T, b *bundle) { // F20, B17.2
+			s := b.stub(t, "a")
+			b.enqueueOn(t, Site, s)
+			b.claimOne(t, alice)
+			b.advance(t, protocol.AwaitingPayloadMs*time.Millisecond)
+			res, err := b.s.Sweep(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{"a"}, res.Requeued)
+			j := b.requireState(t, "a", store.Queued)
+			require.Equal(t, s, j.Stub)
+			require.Nil(t, j.ClaimedBy)
+		}},
+		testCase{"takes a running job from a device whose lease lapsed", func(t *testing.T, b *bundle) { // F27, B17.3
+			b.enqueue(t, "a", "b")
+			cs := b.claimFor(t, alice, 2)
+			b.seal(t, cs[0])
+			_, err := b.s.TakePayload(b.ctx, lease(cs[0]))
+			require.NoError(t, err)
+			b.seal(t, cs[1])
+			b.advance(t, leaseMs*time.Millisecond)
+			res, err := b.s.Sweep(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{"a", "b"}, res.Requeued, "running and ready grants lapse alike")
+			j := b.requireState(t, "a", store.Queued)
+			require.Nil(t, j.ClaimedBy)
+			require.Nil(t, j.Payload)
+		}},
+		testCase{"keeps a renewed grant past its first expiry", func(t *testing.T, b *bundle) { // F26
+			b.enqueue(t, "a")
+			c := b.claimOne(t, alice)
+			b.seal(t, c)
+			for range 3 {
+				b.advance(t, leaseMs*time.Millisecond/2)
+				res, err := b.s.RenewLeases(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+				require.NoError(t, err)
+				require.Empty(t, res.Lost)
+				sw, err := b.s.Sweep(b.ctx)
+				require.NoError(t, err)
+				require.Empty(t, sw.Requeued)
+			}
+			require.Equal(t, c.Lease.ID, b.requireState(t, "a", store.Ready).ClaimedBy.LeaseID)
+		}},
+		testCase{"never requeues queued or done jobs, nor lease-expires one awaiting its payload", func(t *testing.T, b *bundle) { // B17
+			b.enqueue(t, "awaiting", "done", "queued")
+			cs := b.claimFor(t, alice, 2)
+			b.runToDone(t, cs[1])
+			res, err := b.s.RenewLeases(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(cs[0])}, LeaseMs: 1})
+			require.NoError(t, err)
+			require.Len(t, res.Renewed, 1)
+			b.advance(t, time.Second)
+			sw, err := b.s.Sweep(b.ctx)
+			require.NoError(t, err)
+			require.Empty(t, sw.Requeued)
+			b.requireState(t, "queued", store.Queued)
+			b.requireState(t, "done", store.Done)
+			b.requireState(t, "awaiting", store.AwaitingPayload)
+		}},
+		testCase{"reports requeued then expired, each in first-enqueue order", func(t *testing.T, b *bundle) { // B17, G12
+			b.enqueue(t, "r1")
+			b.enqueueOn(t, Site, b.stub(t, "x1", deadlineIn(t, b, 5*time.Second)))
+			b.enqueue(t, "r2")
+			b.enqueueOn(t, Site, b.stub(t, "x2", deadlineIn(t, b, 5*time.Second)))
+			require.Len(t, b.claimFor(t, alice, 64), 4)
+			b.advance(t, protocol.AwaitingPayloadMs*time.Millisecond)
+			res, err := b.s.Sweep(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{"r1", "r2"}, res.Requeued)
+			require.Equal(t, []string{"x1", "x2"}, res.Expired)
+		}},
+	)
+
+	register("clock",
+		testCase{"is the store's own, and moves with it", func(t *testing.T, b *bundle) { // B1, D5
+			before := b.now(t)
+			require.Positive(t, before)
+			b.advance(t, time.Hour)
+			require.GreaterOrEqual(t, b.now(t), before+time.Hour.Milliseconds())
+		}},
+	)
+
+	register("presence",
+		testCase{"stamps a pairing from the store clock", func(t *testing.T, b *bundle) { // F72, B14
+			now := b.now(t)
+			p, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+			require.NoError(t, err)
+			require.Equal(t, store.Presence{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice), LastSeenAt: now}, p)
+			got, ok, err := b.s.Presence(b.ctx, alice.runner)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, p, got)
+		}},
+		testCase{"refreshes owner and keys on a second pairing (relayd G7)", func(t *testing.T, b *bundle) {
+			_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+			require.NoError(t, err)
+			b.advance(t, time.Minute)
+			rotated := identityOf(alice)
+			rotated.Encryption = "enc-rotated"
+			now := b.now(t)
+			p, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: alice.runner, Owner: "alice-renamed", Device: rotated})
+			require.NoError(t, err)
+			require.Equal(t, store.Presence{RunnerID: alice.runner, Owner: "alice-renamed", Device: rotated, LastSeenAt: now}, p)
+		}},
+		testCase{"touches a known runner's last-seen time and nobody else's (relayd G7)", func(t *testing.T, b *bundle) {
+			_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+			require.NoError(t, err)
+			b.advance(t, time.Minute)
+			now := b.now(t)
+			ok, err := b.s.Touch(b.ctx, alice.runner)
+			require.NoError(t, err)
+			require.True(t, ok)
+			p, _, err := b.s.Presence(b.ctx, alice.runner)
+			require.NoError(t, err)
+			require.Equal(t, now, p.LastSeenAt)
+			ok, err = b.s.Touch(b.ctx, bob.runner)
+			require.NoError(t, err)
+			require.False(t, ok)
+			_, ok, err = b.s.Presence(b.ctx, bob.runner)
+			require.NoError(t, err)
+			require.False(t, ok, "a touch creates no presence")
+		}},
+		testCase{"lists everyone in first-pair order, up to a limit", func(t *testing.T, b *bundle) { // B15
+			for _, d := range []device{bob, alice, alice2} {
+				_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d)})
+				require.NoError(t, err)
+			}
+			_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: bob.runner, Owner: bob.owner, Device: identityOf(bob)})
+			require.NoError(t, err)
+			all, err := b.s.Everyone(b.ctx, 0)
+			require.NoError(t, err)
+			var runners []string
+			for _, p := range all {
+				runners = append(runners, p.RunnerID)
+			}
+			require.Equal(t, []string{bob.runner, alice.runner, alice2.runner}, runners)
+			two, err := b.s.Everyone(b.ctx, 2)
+			require.NoError(t, err)
+			require.Len(t, two, 2)
+		}},
+	)
+}
