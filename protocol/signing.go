@@ -62,8 +62,11 @@ func joinedHeader(h http.Header, name string) string {
 	return out
 }
 
+// parseIssuedAt accepts decimal digits only. Leading zeros are allowed, as
+// JavaScript's Number() allows them, so no length cap: ParseInt refuses
+// overflow itself.
 func parseIssuedAt(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 16 {
+	if len(s) == 0 {
 		return 0, false
 	}
 	for i := 0; i < len(s); i++ {

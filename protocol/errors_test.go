@@ -1,0 +1,77 @@
+package protocol
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCodeStatus(t *testing.T) {
+	cases := []struct {
+		code Code
+		wire string
+		want int
+	}{
+		{CodeBadRequest, "bad-request", http.StatusBadRequest},
+		{CodeUnauthorized, "unauthorized", http.StatusUnauthorized},
+		{CodeForbidden, "forbidden", http.StatusForbidden},
+		{CodeRevoked, "revoked", http.StatusForbidden},
+		{CodeNotFound, "not-found", http.StatusNotFound},
+		{CodeNotReady, "not-ready", http.StatusConflict},
+		{CodeTooLate, "too-late", http.StatusConflict},
+		{CodeClockSkew, "clock-skew", http.StatusUnauthorized},
+		{CodeUnsupportedProtocolVersion, "unsupported-protocol-version", http.StatusBadRequest},
+		{CodeRateLimited, "rate-limited", http.StatusTooManyRequests},
+		{CodePayloadTooLarge, "payload-too-large", http.StatusRequestEntityTooLarge},
+		{CodeServerError, "server-error", http.StatusServiceUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.wire, func(t *testing.T) {
+			require.Equal(t, tc.wire, string(tc.code))
+			require.Equal(t, tc.want, tc.code.Status())
+		})
+	}
+}
+
+func marshal(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestRefusalBodies(t *testing.T) {
+	t.Run("unknown path has no message", func(t *testing.T) {
+		r := NotFoundPath()
+		require.Equal(t, http.StatusNotFound, r.Status)
+		require.Equal(t, `{"error":"not-found"}`, marshal(t, r.Body))
+		require.Equal(t, "not-found", r.Error())
+	})
+	t.Run("clock skew carries the clock", func(t *testing.T) {
+		r := ClockSkew(1_700_000_000_123)
+		require.Equal(t, http.StatusUnauthorized, r.Status)
+		require.Equal(t,
+			`{"error":"clock-skew","message":"this request's timestamp is too far from the server's clock; check the machine's time and try again","serverTime":1700000000123,"maxSkewMs":120000}`,
+			marshal(t, r.Body))
+	})
+	t.Run("unsupported version names the one supported", func(t *testing.T) {
+		r := UnsupportedVersion()
+		require.Equal(t, http.StatusBadRequest, r.Status)
+		require.Equal(t,
+			`{"error":"unsupported-protocol-version","message":"this relay speaks protocol version 0 only","supported":["0"],"minimum":"0"}`,
+			marshal(t, r.Body))
+	})
+	t.Run("schema refusal", func(t *testing.T) {
+		r := Refuse(CodeBadRequest, MsgSchema)
+		require.Equal(t, http.StatusBadRequest, r.Status)
+		require.Equal(t, `{"error":"bad-request","message":"request failed schema validation"}`, marshal(t, r.Body))
+		require.Equal(t, "bad-request: request failed schema validation", r.Error())
+	})
+	t.Run("403 paired with unauthorized (G1)", func(t *testing.T) {
+		r := RefuseWith(http.StatusForbidden, CodeUnauthorized, MsgNotHolder)
+		require.Equal(t, http.StatusForbidden, r.Status)
+		require.Equal(t, `{"error":"unauthorized","message":"this runner does not hold the job"}`, marshal(t, r.Body))
+	})
+}
