@@ -1,0 +1,413 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/byollm/relayd/protocol"
+)
+
+// DaemonVersion is the daemonVersion a test daemon reports in heartbeats.
+const DaemonVersion = "relayd-client/0"
+
+// Daemon is a test daemon: one paired device that claims jobs, fetches and
+// opens their payloads, and returns sealed results. It is safe for
+// concurrent use.
+type Daemon struct {
+	*Transport
+	keys         Keys
+	basePath     string
+	pollInterval time.Duration
+	fetchWait    time.Duration
+	kinds        []string
+
+	mu       sync.Mutex
+	runnerID string
+	site     *protocol.PublicIdentity // pinned at pair
+}
+
+// NewDaemon builds a daemon with keys. runnerID may be empty: Pair sets it
+// from the relay's answer. Set it up front to call endpoints as a runner
+// that has not paired (the relay should refuse).
+func NewDaemon(cfg Config, keys Keys, runnerID string) (*Daemon, error) {
+	t, err := NewTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{
+		Transport:    t,
+		keys:         keys,
+		basePath:     DefaultBasePath,
+		pollInterval: cfg.PollInterval,
+		fetchWait:    cfg.FetchWait,
+		kinds:        append([]string(nil), cfg.Kinds...),
+		runnerID:     runnerID,
+	}
+	if cfg.BasePath != "" {
+		d.basePath = strings.TrimRight(cfg.BasePath, "/")
+	}
+	if d.pollInterval <= 0 {
+		d.pollInterval = DefaultPollInterval
+	}
+	if d.fetchWait <= 0 {
+		d.fetchWait = DefaultFetchWait
+	}
+	if len(d.kinds) == 0 {
+		d.kinds = []string{protocol.KindGenerate, protocol.KindChat}
+	}
+	return d, nil
+}
+
+// Keys returns the daemon's keys.
+func (d *Daemon) Keys() Keys { return d.keys }
+
+// RunnerID returns the runner id the daemon signs as ("" before Pair unless
+// given to NewDaemon).
+func (d *Daemon) RunnerID() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.runnerID
+}
+
+// SiteIdentity returns the pinned site identity, if any.
+func (d *Daemon) SiteIdentity() (protocol.PublicIdentity, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.site == nil {
+		return protocol.PublicIdentity{}, false
+	}
+	return *d.site, true
+}
+
+// PinSite replaces the pinned site identity. Pair pins the site it is told
+// about; tests use this to pin some other key and check that work sealed by
+// the real site is then refused.
+func (d *Daemon) PinSite(site protocol.PublicIdentity) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.site = &site
+}
+
+// Path returns the URL path of a daemon endpoint under the base path.
+func (d *Daemon) Path(endpoint string) string { return d.basePath + "/" + endpoint }
+
+// SignHeaders returns the x-byollm-runner signature headers for body sent
+// to endpoint (the name as signed, e.g. "claim"), issued now.
+func (d *Daemon) SignHeaders(endpoint string, body []byte) http.Header {
+	return d.SignHeadersAt(endpoint, body, d.IssuedAt())
+}
+
+// SignHeadersAt is SignHeaders with an explicit issuedAt.
+func (d *Daemon) SignHeadersAt(endpoint string, body []byte, issuedAt int64) http.Header {
+	h := jsonHeader()
+	protocol.SignRequest(h, protocol.HeaderRunner, d.keys.identity, endpoint, d.RunnerID(), issuedAt, body)
+	return h
+}
+
+// Do POSTs body, signed, to endpoint and returns the raw response. The body
+// is sent as given, so it may be malformed or the wrong shape.
+func (d *Daemon) Do(ctx context.Context, endpoint string, body []byte) (RawResponse, error) {
+	return d.Raw(ctx, RawRequest{
+		Method: http.MethodPost,
+		Path:   d.Path(endpoint),
+		Header: d.SignHeaders(endpoint, body),
+		Body:   body,
+	})
+}
+
+// post signs and sends a daemon request and decodes the answer into out.
+func (d *Daemon) post(ctx context.Context, endpoint string, req, out any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("%s: encode request: %w", endpoint, err)
+	}
+	return d.call(ctx, endpoint, RawRequest{
+		Method: http.MethodPost,
+		Path:   d.Path(endpoint),
+		Header: d.SignHeaders(endpoint, body),
+		Body:   body,
+	}, out, true)
+}
+
+// paired returns the runner id, or an error before there is one.
+func (d *Daemon) paired(endpoint string) (string, error) {
+	id := d.RunnerID()
+	if id == "" {
+		return "", fmt.Errorf("%s: no runner id: pair first", endpoint)
+	}
+	return id, nil
+}
+
+// Pair presents the device to the relay for owner with the unsigned fixture
+// pairing body. On success the daemon adopts the runner id the relay names
+// and pins the site identity it returns. A site identity that is not
+// consistent, or that differs from one already pinned, is refused and
+// nothing changes: a daemon trusts the first site it paired with.
+func (d *Daemon) Pair(ctx context.Context, owner string) (protocol.PairResponse, error) {
+	body, err := json.Marshal(protocol.PairRequest{
+		ProtocolVersion: protocol.Version,
+		Owner:           owner,
+		Device:          d.keys.Public(),
+	})
+	if err != nil {
+		return protocol.PairResponse{}, fmt.Errorf("pair: encode request: %w", err)
+	}
+	var resp protocol.PairResponse
+	err = d.call(ctx, "pair", RawRequest{
+		Method: http.MethodPost,
+		Path:   d.Path("pair"),
+		Header: jsonHeader(),
+		Body:   body,
+	}, &resp, true)
+	if err != nil {
+		return protocol.PairResponse{}, err
+	}
+	if resp.RunnerID == "" {
+		return resp, errors.New("pair: relay named no runner id")
+	}
+	if !resp.Site.IsConsistent() {
+		return resp, errors.New("pair: the site identity the relay returned is not consistent")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.site != nil && *d.site != resp.Site {
+		return resp, fmt.Errorf("pair: relay returned site %s, but %s is pinned", keyIDOrText(resp.Site.Identity), keyIDOrText(d.site.Identity))
+	}
+	site := resp.Site
+	d.site = &site
+	d.runnerID = resp.RunnerID
+	return resp, nil
+}
+
+// Capabilities returns the capabilities the daemon advertises for kinds. The
+// relay uses only the kind; the rest is a fixed plausible local backend.
+func Capabilities(kinds []string) []protocol.Capability {
+	caps := make([]protocol.Capability, 0, len(kinds))
+	for _, k := range kinds {
+		caps = append(caps, protocol.Capability{
+			Kind:         k,
+			BackendID:    "ollama",
+			BackendClass: "http",
+			Model:        "relayd-test",
+			OfferScope:   protocol.AudiencePublic,
+		})
+	}
+	return caps
+}
+
+// Claim asks for up to maxJobs jobs of the given kinds.
+func (d *Daemon) Claim(ctx context.Context, kinds []string, maxJobs int) (protocol.ClaimResponse, error) {
+	return d.ClaimWith(ctx, Capabilities(kinds), maxJobs)
+}
+
+// ClaimWith is Claim with explicit capabilities.
+func (d *Daemon) ClaimWith(ctx context.Context, caps []protocol.Capability, maxJobs int) (protocol.ClaimResponse, error) {
+	id, err := d.paired("claim")
+	if err != nil {
+		return protocol.ClaimResponse{}, err
+	}
+	if caps == nil {
+		caps = []protocol.Capability{} // the relay's schema wants an array, not null
+	}
+	var resp protocol.ClaimResponse
+	err = d.post(ctx, "claim", protocol.ClaimRequest{
+		ProtocolVersion: protocol.Version,
+		RunnerID:        id,
+		Capabilities:    caps,
+		Max:             maxJobs,
+	}, &resp)
+	return resp, err
+}
+
+// Fetch asks for the sealed payload of a job the daemon holds under leaseID.
+func (d *Daemon) Fetch(ctx context.Context, jobID, leaseID string) (protocol.FetchResponse, error) {
+	id, err := d.paired("fetch")
+	if err != nil {
+		return protocol.FetchResponse{}, err
+	}
+	var resp protocol.FetchResponse
+	err = d.post(ctx, "fetch", protocol.FetchRequest{
+		ProtocolVersion: protocol.Version,
+		RunnerID:        id,
+		JobID:           jobID,
+		LeaseID:         leaseID,
+	}, &resp)
+	return resp, err
+}
+
+// Result hands in the sealed result of a job with a disposition
+// (protocol.DispositionOK, …Error or …Canceled).
+func (d *Daemon) Result(ctx context.Context, jobID, leaseID string, env protocol.SealedEnvelope, disposition string) (protocol.ResultResponse, error) {
+	id, err := d.paired("result")
+	if err != nil {
+		return protocol.ResultResponse{}, err
+	}
+	var resp protocol.ResultResponse
+	err = d.post(ctx, "result", protocol.ResultRequest{
+		ProtocolVersion: protocol.Version,
+		RunnerID:        id,
+		JobID:           jobID,
+		LeaseID:         leaseID,
+		Envelope:        env,
+		Disposition:     disposition,
+	}, &resp)
+	return resp, err
+}
+
+// Heartbeat reports the leases the daemon is working under, advertising the
+// daemon's configured kinds, and learns which to cancel and which are lost.
+func (d *Daemon) Heartbeat(ctx context.Context, activeLeases []protocol.LeaseRef) (protocol.HeartbeatResponse, error) {
+	id, err := d.paired("heartbeat")
+	if err != nil {
+		return protocol.HeartbeatResponse{}, err
+	}
+	if activeLeases == nil {
+		activeLeases = []protocol.LeaseRef{}
+	}
+	var resp protocol.HeartbeatResponse
+	err = d.post(ctx, "heartbeat", protocol.HeartbeatRequest{
+		ProtocolVersion: protocol.Version,
+		RunnerID:        id,
+		DaemonVersion:   DaemonVersion,
+		Capabilities:    Capabilities(d.kinds),
+		ActiveLeases:    activeLeases,
+		Paused:          false,
+	}, &resp)
+	return resp, err
+}
+
+// Release gives leases back with a reason (protocol.ReasonShutdown, …).
+func (d *Daemon) Release(ctx context.Context, leases []protocol.LeaseRef, reason string) (protocol.ReleaseResponse, error) {
+	id, err := d.paired("release")
+	if err != nil {
+		return protocol.ReleaseResponse{}, err
+	}
+	if leases == nil {
+		leases = []protocol.LeaseRef{}
+	}
+	var resp protocol.ReleaseResponse
+	err = d.post(ctx, "release", protocol.ReleaseRequest{
+		ProtocolVersion: protocol.Version,
+		RunnerID:        id,
+		Leases:          leases,
+		Reason:          reason,
+	}, &resp)
+	return resp, err
+}
+
+// Ran is what RunOnce did with the one job it claimed.
+type Ran struct {
+	Job protocol.ClaimedStub
+	// Payload is the opened payload plaintext.
+	Payload json.RawMessage
+	// Result is the result plaintext runFn returned.
+	Result json.RawMessage
+	// Envelope is the sealed result as posted.
+	Envelope protocol.SealedEnvelope
+	// Response is the relay's answer to the result.
+	Response protocol.ResultResponse
+}
+
+// RunOnce does one job end to end, as a daemon's work loop would: it claims
+// at most one job of its configured kinds, polls fetch while the site has not
+// sealed the payload (up to the configured FetchWait), opens the payload with
+// the pinned site identity, runs runFn on it, seals runFn's result to the
+// site and posts it with disposition ok. It reports false when there was
+// nothing to claim.
+//
+// A payload that does not open (wrong sender, tampered, wrong job) is
+// refused: the lease is released with reason "refused" and the error is
+// returned. A runFn error releases the lease with reason "backend-down". A
+// payload that never becomes ready is left to the relay's awaiting-payload
+// sweep.
+func (d *Daemon) RunOnce(ctx context.Context, runFn func(plaintext json.RawMessage) (json.RawMessage, error)) (Ran, bool, error) {
+	site, ok := d.SiteIdentity()
+	if !ok {
+		// Checked before claiming so that a misconfigured daemon takes no lease.
+		return Ran{}, false, errors.New("run: no site identity pinned: pair first")
+	}
+	claim, err := d.Claim(ctx, d.kinds, 1)
+	if err != nil {
+		return Ran{}, false, fmt.Errorf("run: %w", err)
+	}
+	if len(claim.Jobs) == 0 {
+		return Ran{}, false, nil
+	}
+	job := claim.Jobs[0]
+	ran := Ran{Job: job}
+	lease := protocol.LeaseRef{JobID: job.ID, LeaseID: job.Lease.ID}
+
+	env, err := d.awaitPayload(ctx, lease)
+	if err != nil {
+		return ran, true, fmt.Errorf("run %s: %w", job.ID, err)
+	}
+	ran.Payload, err = Open(d.keys, env, Expectation{
+		JobID:          job.ID,
+		Direction:      protocol.DirectionPayload,
+		SenderIdentity: site.Identity,
+	})
+	if err != nil {
+		return ran, true, d.giveUp(ctx, lease, protocol.ReasonRefused, fmt.Errorf("run %s: refuse payload: %w", job.ID, err))
+	}
+	ran.Result, err = runFn(ran.Payload)
+	if err != nil {
+		return ran, true, d.giveUp(ctx, lease, protocol.ReasonBackendDown, fmt.Errorf("run %s: %w", job.ID, err))
+	}
+	ran.Envelope, err = Seal(d.keys, site, job.ID, protocol.DirectionResult, job.DeadlineAt, ran.Result)
+	if err != nil {
+		return ran, true, d.giveUp(ctx, lease, protocol.ReasonBackendDown, fmt.Errorf("run %s: %w", job.ID, err))
+	}
+	ran.Response, err = d.Result(ctx, job.ID, job.Lease.ID, ran.Envelope, protocol.DispositionOK)
+	if err != nil {
+		return ran, true, fmt.Errorf("run %s: %w", job.ID, err)
+	}
+	return ran, true, nil
+}
+
+// awaitPayload polls fetch while the relay answers not-ready.
+func (d *Daemon) awaitPayload(ctx context.Context, lease protocol.LeaseRef) (protocol.SealedEnvelope, error) {
+	giveUpAt := time.Now().Add(d.fetchWait)
+	for {
+		resp, err := d.Fetch(ctx, lease.JobID, lease.LeaseID)
+		if err == nil {
+			return resp.Envelope, nil
+		}
+		if ErrorCode(err) != protocol.CodeNotReady {
+			return protocol.SealedEnvelope{}, err
+		}
+		if time.Now().Add(d.pollInterval).After(giveUpAt) {
+			return protocol.SealedEnvelope{}, fmt.Errorf("payload not sealed within %s: %w", d.fetchWait, err)
+		}
+		if err := sleep(ctx, d.pollInterval); err != nil {
+			return protocol.SealedEnvelope{}, fmt.Errorf("waiting for payload: %w", err)
+		}
+	}
+}
+
+// giveUp releases a lease after a failure and returns the failure, joined
+// with the release's own error if that failed too. The release runs even if
+// ctx is already done, so a cancelled run does not strand the job until its
+// lease expires.
+func (d *Daemon) giveUp(ctx context.Context, lease protocol.LeaseRef, reason string, cause error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := d.Release(rctx, []protocol.LeaseRef{lease}, reason); err != nil {
+		return errors.Join(cause, fmt.Errorf("and releasing the lease failed: %w", err))
+	}
+	return cause
+}
+
+// keyIDOrText names an identity key by its key id, or as given if it does
+// not decode.
+func keyIDOrText(identity string) string {
+	if id, ok := protocol.KeyIDOf(identity); ok {
+		return id
+	}
+	return identity
+}

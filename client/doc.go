@@ -1,0 +1,23 @@
+// Package client holds the Go peers of the relay: a test site and a test
+// daemon that talk to a relay over real HTTP the way byollm peers do. They
+// sign requests, seal payloads and results into envelopes, and open the
+// envelopes sealed to them.
+//
+// This is the peer side of the protocol, so it holds private keys and sees
+// plaintexts. The relay must never import it: the relay is blind by design
+// and no type it uses may carry a private key or an opened envelope. The
+// package exists for end-to-end tests, the demo command and the benchmark
+// tool.
+//
+// The pieces:
+//
+//   - Keys: an Ed25519 identity key and an X25519 encryption key, with the
+//     public identity and key id derived from them, and LoadDemoKeys for the
+//     deploy/demo-keys.json file.
+//   - Seal and Open: sealed envelopes byte for byte as crypto.md describes.
+//   - Daemon and Site: typed HTTP clients for every endpoint of their plane,
+//     which return the decoded success body or an *Error, plus RunOnce and
+//     the Site's Await/Send helpers for driving whole jobs.
+//   - Transport.Raw, Daemon.Do and Site.Do: escape hatches for the malformed,
+//     unsigned and wrongly signed requests that tests need to send.
+package client
