@@ -1,0 +1,320 @@
+// Package projection holds the relay's view of the control plane: which
+// sites exist, which owners consented to which site, which devices are
+// approved, who may run jobs for whom, and which consents were revoked.
+//
+// The control plane hands that view over as a JSON fixture file. This package
+// defines the fixture schema and its strict parser (Parse), turns a valid
+// fixture into an immutable, queryable snapshot (Projection), and keeps the
+// current snapshot of a fixture file up to date while the file changes
+// (Source).
+package projection
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/byollm/relayd/protocol"
+)
+
+// Fixture is the decoded control-plane fixture: five lists of records. The
+// order of records matters, because every query returns the first match.
+type Fixture struct {
+	Sites    []SiteRecord       `json:"sites"`
+	Consents []ConsentRecord    `json:"consents"`
+	Devices  []DeviceRecord     `json:"devices"`
+	Rosters  []RosterRecord     `json:"rosters"`
+	Revoked  []RevocationRecord `json:"revoked"`
+}
+
+// SiteRecord registers a site and its public keys.
+type SiteRecord struct {
+	SiteID string                  `json:"siteId"`
+	Site   protocol.PublicIdentity `json:"site"`
+}
+
+// ConsentRecord says that Owner allows jobs for SiteID to be routed to their
+// devices. A paused consent still exists (it pairs and is not revoked) but
+// routes nothing.
+type ConsentRecord struct {
+	Owner  string `json:"owner"`
+	SiteID string `json:"siteId"`
+	Paused bool   `json:"paused"`
+}
+
+// RosterRecord lets Owner's devices run jobs owned by Members. The owner is
+// not implicitly a member and membership is not transitive.
+type RosterRecord struct {
+	ID      string   `json:"id"`
+	Owner   string   `json:"owner"`
+	Members []string `json:"members"`
+}
+
+// DeviceRecord approves one device of Owner, known to the relay as RunnerID.
+type DeviceRecord struct {
+	Owner    string                  `json:"owner"`
+	RunnerID string                  `json:"runnerId"`
+	Device   protocol.PublicIdentity `json:"device"`
+}
+
+// RevocationRecord withdraws Owner's consent for SiteID. It wins over any
+// consent record for the same pair.
+type RevocationRecord struct {
+	Owner  string `json:"owner"`
+	SiteID string `json:"siteId"`
+}
+
+// Empty returns a fixture with all five lists empty. A relay projecting it
+// routes nothing.
+func Empty() *Fixture {
+	return &Fixture{
+		Sites:    []SiteRecord{},
+		Consents: []ConsentRecord{},
+		Devices:  []DeviceRecord{},
+		Rosters:  []RosterRecord{},
+		Revoked:  []RevocationRecord{},
+	}
+}
+
+// Parse decodes and validates a fixture document. It is strict: the document
+// must be one JSON object in valid UTF-8; unknown keys (compared exactly,
+// case included), repeated keys and null values are refused at every level;
+// "consents" is required while the other lists default to empty; every
+// string field must be non-empty; "paused" defaults to false.
+func Parse(data []byte) (*Fixture, error) {
+	if !utf8.Valid(data) {
+		return nil, errors.New("fixture: not valid UTF-8")
+	}
+	if err := checkShape(data); err != nil {
+		return nil, fmt.Errorf("fixture: %w", err)
+	}
+
+	var w wireFixture
+	dec := json.NewDecoder(bytes.NewReader(data))
+	// checkShape already refused unknown keys exactly; this is the second
+	// line of defence should the two ever disagree.
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return nil, fmt.Errorf("fixture: %w", err)
+	}
+
+	f, err := w.fixture()
+	if err != nil {
+		return nil, fmt.Errorf("fixture: %w", err)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Validate checks what the schema requires of a fixture built in code:
+// every string field non-empty, every member name non-empty. Nil lists are
+// fine and mean empty.
+func (f *Fixture) Validate() error {
+	if f == nil {
+		return errors.New("fixture: nil fixture")
+	}
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("fixture: "+format+": must be a non-empty string", args...))
+	}
+	identity := func(at string, p protocol.PublicIdentity) {
+		if p.Identity == "" {
+			bad("%s.identity", at)
+		}
+		if p.Encryption == "" {
+			bad("%s.encryption", at)
+		}
+		if p.EncryptionSig == "" {
+			bad("%s.encryptionSig", at)
+		}
+	}
+	for i, s := range f.Sites {
+		if s.SiteID == "" {
+			bad("sites[%d].siteId", i)
+		}
+		identity(fmt.Sprintf("sites[%d].site", i), s.Site)
+	}
+	for i, c := range f.Consents {
+		if c.Owner == "" {
+			bad("consents[%d].owner", i)
+		}
+		if c.SiteID == "" {
+			bad("consents[%d].siteId", i)
+		}
+	}
+	for i, d := range f.Devices {
+		if d.Owner == "" {
+			bad("devices[%d].owner", i)
+		}
+		if d.RunnerID == "" {
+			bad("devices[%d].runnerId", i)
+		}
+		identity(fmt.Sprintf("devices[%d].device", i), d.Device)
+	}
+	for i, r := range f.Rosters {
+		if r.ID == "" {
+			bad("rosters[%d].id", i)
+		}
+		if r.Owner == "" {
+			bad("rosters[%d].owner", i)
+		}
+		for j, m := range r.Members {
+			if m == "" {
+				bad("rosters[%d].members[%d]", i, j)
+			}
+		}
+	}
+	for i, r := range f.Revoked {
+		if r.Owner == "" {
+			bad("revoked[%d].owner", i)
+		}
+		if r.SiteID == "" {
+			bad("revoked[%d].siteId", i)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// clone returns a deep copy of f with nil lists replaced by empty ones, so
+// a Projection never shares memory with its caller.
+func (f *Fixture) clone() *Fixture {
+	c := Empty()
+	c.Sites = append(c.Sites, f.Sites...)
+	c.Consents = append(c.Consents, f.Consents...)
+	c.Devices = append(c.Devices, f.Devices...)
+	c.Revoked = append(c.Revoked, f.Revoked...)
+	for _, r := range f.Rosters {
+		r.Members = append([]string{}, r.Members...)
+		c.Rosters = append(c.Rosters, r)
+	}
+	return c
+}
+
+// The wire types mirror the fixture with pointers, so that a missing
+// required field can be told apart from a zero value. Nulls never reach
+// them: checkShape refuses every null first.
+type (
+	wireFixture struct {
+		Sites    *[]wireSite       `json:"sites"`
+		Consents *[]wireConsent    `json:"consents"`
+		Devices  *[]wireDevice     `json:"devices"`
+		Rosters  *[]wireRoster     `json:"rosters"`
+		Revoked  *[]wireRevocation `json:"revoked"`
+	}
+	wireIdentity struct {
+		Identity      *string `json:"identity"`
+		Encryption    *string `json:"encryption"`
+		EncryptionSig *string `json:"encryptionSig"`
+	}
+	wireSite struct {
+		SiteID *string       `json:"siteId"`
+		Site   *wireIdentity `json:"site"`
+	}
+	wireConsent struct {
+		Owner  *string `json:"owner"`
+		SiteID *string `json:"siteId"`
+		Paused *bool   `json:"paused"`
+	}
+	wireRoster struct {
+		ID      *string   `json:"id"`
+		Owner   *string   `json:"owner"`
+		Members *[]string `json:"members"`
+	}
+	wireDevice struct {
+		Owner    *string       `json:"owner"`
+		RunnerID *string       `json:"runnerId"`
+		Device   *wireIdentity `json:"device"`
+	}
+	wireRevocation struct {
+		Owner  *string `json:"owner"`
+		SiteID *string `json:"siteId"`
+	}
+)
+
+// required collects "missing field" errors while converting wire records.
+type required struct{ errs []error }
+
+func (r *required) str(p *string, format string, args ...any) string {
+	if p == nil {
+		r.errs = append(r.errs, fmt.Errorf(format+": required", args...))
+		return ""
+	}
+	return *p
+}
+
+func (r *required) identity(p *wireIdentity, at string) protocol.PublicIdentity {
+	if p == nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: required", at))
+		return protocol.PublicIdentity{}
+	}
+	return protocol.PublicIdentity{
+		Identity:      r.str(p.Identity, "%s.identity", at),
+		Encryption:    r.str(p.Encryption, "%s.encryption", at),
+		EncryptionSig: r.str(p.EncryptionSig, "%s.encryptionSig", at),
+	}
+}
+
+func (w *wireFixture) fixture() (*Fixture, error) {
+	var req required
+	f := Empty()
+	if w.Consents == nil {
+		req.errs = append(req.errs, errors.New("consents: required"))
+	}
+	if w.Sites != nil {
+		for i, s := range *w.Sites {
+			f.Sites = append(f.Sites, SiteRecord{
+				SiteID: req.str(s.SiteID, "sites[%d].siteId", i),
+				Site:   req.identity(s.Site, fmt.Sprintf("sites[%d].site", i)),
+			})
+		}
+	}
+	if w.Consents != nil {
+		for i, c := range *w.Consents {
+			f.Consents = append(f.Consents, ConsentRecord{
+				Owner:  req.str(c.Owner, "consents[%d].owner", i),
+				SiteID: req.str(c.SiteID, "consents[%d].siteId", i),
+				Paused: c.Paused != nil && *c.Paused,
+			})
+		}
+	}
+	if w.Devices != nil {
+		for i, d := range *w.Devices {
+			f.Devices = append(f.Devices, DeviceRecord{
+				Owner:    req.str(d.Owner, "devices[%d].owner", i),
+				RunnerID: req.str(d.RunnerID, "devices[%d].runnerId", i),
+				Device:   req.identity(d.Device, fmt.Sprintf("devices[%d].device", i)),
+			})
+		}
+	}
+	if w.Rosters != nil {
+		for i, r := range *w.Rosters {
+			rec := RosterRecord{
+				ID:      req.str(r.ID, "rosters[%d].id", i),
+				Owner:   req.str(r.Owner, "rosters[%d].owner", i),
+				Members: []string{},
+			}
+			if r.Members == nil {
+				req.errs = append(req.errs, fmt.Errorf("rosters[%d].members: required", i))
+			} else {
+				rec.Members = append(rec.Members, *r.Members...)
+			}
+			f.Rosters = append(f.Rosters, rec)
+		}
+	}
+	if w.Revoked != nil {
+		for i, r := range *w.Revoked {
+			f.Revoked = append(f.Revoked, RevocationRecord{
+				Owner:  req.str(r.Owner, "revoked[%d].owner", i),
+				SiteID: req.str(r.SiteID, "revoked[%d].siteId", i),
+			})
+		}
+	}
+	if err := errors.Join(req.errs...); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
