@@ -1,0 +1,50 @@
+# relayd — the byollm blind relay.
+
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FIXTURE     ?= deploy/fixture.example.json
+SITE_ID     ?= site_example
+BIN         ?= bin
+
+.PHONY: all build run demo test test-short lint fmt bench clean
+
+all: lint test build
+
+## build: compile relayd and the demo into ./bin
+build:
+	$(GO) build -o $(BIN)/relayd ./cmd/relayd
+	$(GO) build -o $(BIN)/relayd-demo ./cmd/relayd-demo
+
+## run: start relayd on the embedded store with the example fixture
+run:
+	$(GO) run ./cmd/relayd --fixture $(FIXTURE) --site-id $(SITE_ID) --listen 127.0.0.1:8080 --admin-listen 127.0.0.1:9090
+
+## demo: route one sealed job through the relay started by `make run`
+demo:
+	$(GO) run ./cmd/relayd-demo --relay http://127.0.0.1:8080 --keys deploy/demo-keys.json
+
+## test: vet, formatting, and every test with the race detector
+test:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+## test-short: the tests without the race detector, for a quick loop
+test-short:
+	$(GO) test -count=1 ./...
+
+## lint: go vet and staticcheck
+lint:
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+## bench: the store benchmarks, short
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./store/...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,185 @@
+// Package config is relayd's configuration: every setting is a command-line
+// flag with a RELAYD_* environment twin, and a flag given on the command line
+// wins over its environment variable.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Store kinds.
+const (
+	StoreMemory = "memory"
+	StoreValkey = "valkey"
+)
+
+// Config is everything relayd can be told.
+type Config struct {
+	Listen          string
+	AdminListen     string
+	Fixture         string
+	FixturePoll     time.Duration
+	SiteID          string
+	BasePath        string
+	LeaseMs         int64
+	Store           string
+	SweepInterval   time.Duration
+	PublicDebug     bool
+	MaxBodyBytes    int64
+	ShutdownTimeout time.Duration
+	LogLevel        string
+
+	Valkey Valkey
+}
+
+// Valkey configures the Valkey store.
+type Valkey struct {
+	Addrs          []string
+	Username       string
+	Password       string
+	TLS            bool
+	SentinelMaster string
+	Cluster        bool
+	Prefix         string
+}
+
+// Setting describes one flag and its environment twin.
+type Setting struct {
+	Flag  string
+	Env   string
+	Usage string
+}
+
+// EnvName is the environment twin of a flag: RELAYD_ and the flag name in
+// upper case with dashes as underscores.
+func EnvName(flagName string) string {
+	return "RELAYD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// flagSet binds every setting to c, with defaults.
+func flagSet(c *Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("relayd", flag.ContinueOnError)
+	fs.StringVar(&c.Listen, "listen", ":8080", "public listen address (the protocol)")
+	fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9090", "admin listen address (/healthz, /readyz, /metrics, /debug); keep it private")
+	fs.StringVar(&c.Fixture, "fixture", "", "path of the projection fixture (JSON); required")
+	fs.DurationVar(&c.FixturePoll, "fixture-poll", 5*time.Second, "how often to re-read the fixture in case a file-system event was missed")
+	fs.StringVar(&c.SiteID, "site-id", "", "the site this relay routes for; required")
+	fs.StringVar(&c.BasePath, "base-path", "/byollm", "path prefix of the daemon plane")
+	fs.Int64Var(&c.LeaseMs, "lease-ms", 60_000, "lease length in milliseconds")
+	fs.StringVar(&c.Store, "store", StoreMemory, "routing store: memory (single replica) or valkey (many replicas)")
+	fs.DurationVar(&c.SweepInterval, "sweep-interval", 5*time.Second, "how often this replica sweeps passed deadlines in the background (0 disables)")
+	fs.BoolVar(&c.PublicDebug, "public-debug", false, "also serve the debug page on the public listener (never in production)")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 8<<20, "largest request body accepted; larger ones get 413")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.Func("valkey-addr", "Valkey address host:port; repeat or comma-separate for cluster seeds or sentinels", func(s string) error {
+		for _, a := range strings.Split(s, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				c.Valkey.Addrs = append(c.Valkey.Addrs, a)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&c.Valkey.Username, "valkey-username", "", "Valkey ACL user name")
+	fs.StringVar(&c.Valkey.Password, "valkey-password", "", "Valkey password (prefer the environment variable)")
+	fs.BoolVar(&c.Valkey.TLS, "valkey-tls", false, "connect to Valkey over TLS")
+	fs.StringVar(&c.Valkey.SentinelMaster, "valkey-sentinel-master", "", "Sentinel master set name; the addresses are then sentinels")
+	fs.BoolVar(&c.Valkey.Cluster, "valkey-cluster", false, "the addresses are Valkey Cluster seed nodes")
+	fs.StringVar(&c.Valkey.Prefix, "valkey-prefix", "relayd", "key prefix (hash-tagged) for this relay's routing state")
+	return fs
+}
+
+// Settings lists every flag with its environment twin, for documentation
+// and for checking deployment files against the real configuration.
+func Settings() []Setting {
+	var out []Setting
+	flagSet(&Config{}).VisitAll(func(f *flag.Flag) {
+		out = append(out, Setting{Flag: f.Name, Env: EnvName(f.Name), Usage: f.Usage})
+	})
+	return out
+}
+
+// Load reads the configuration from args (without the program name) and
+// from the environment through getenv.
+func Load(args []string, getenv func(string) string) (Config, error) {
+	var c Config
+	fs := flagSet(&c)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, fmt.Errorf("parse flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		if v := getenv(EnvName(f.Name)); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", EnvName(f.Name), err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	return c, c.Validate()
+}
+
+// Validate checks that the configuration can run.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Fixture == "" {
+		errs = append(errs, errors.New("a fixture is required (--fixture or RELAYD_FIXTURE)"))
+	}
+	if c.SiteID == "" {
+		errs = append(errs, errors.New("a site id is required (--site-id or RELAYD_SITE_ID)"))
+	}
+	if c.LeaseMs <= 0 {
+		errs = append(errs, errors.New("--lease-ms must be positive"))
+	}
+	if c.MaxBodyBytes <= 0 {
+		errs = append(errs, errors.New("--max-body-bytes must be positive"))
+	}
+	switch c.Store {
+	case StoreMemory:
+	case StoreValkey:
+		if len(c.Valkey.Addrs) == 0 {
+			errs = append(errs, errors.New("--store valkey needs --valkey-addr"))
+		}
+		if c.Valkey.Cluster && c.Valkey.SentinelMaster != "" {
+			errs = append(errs, errors.New("--valkey-cluster and --valkey-sentinel-master cannot both be set"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown --store %q (want memory or valkey)", c.Store))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("unknown --log-level %q", c.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// Usage writes the flag list with environment twins to w.
+func Usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: relayd [flags]\n\nEvery flag can also be set by its environment variable; a flag wins.")
+	fs := flagSet(&Config{})
+	fs.VisitAll(func(f *flag.Flag) {
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
+			def = " (default " + strconv.Quote(f.DefValue) + ")"
+		}
+		fmt.Fprintf(w, "  --%s, %s\n      %s%s\n", f.Name, EnvName(f.Name), f.Usage, def)
+	})
+}

@@ -1,0 +1,58 @@
+package plane
+
+import (
+	"net/http"
+	"sync/atomic"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Admin serves the operator's endpoints on a private listener: liveness,
+// readiness and the debug page.
+type Admin struct {
+	relay    *Relay
+	echo     *echo.Echo
+	draining atomic.Bool
+}
+
+// NewAdmin builds the admin handler for relay. Extra handlers (metrics) can
+// be mounted with Mount.
+func NewAdmin(relay *Relay) *Admin {
+	a := &Admin{relay: relay, echo: newEcho(relay.cfg.Logger)}
+	a.echo.GET("/healthz", func(c echo.Context) error {
+		return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	a.echo.GET("/readyz", a.readyz)
+	a.echo.Any("/debug", relay.serveDebug)
+	a.echo.Any(relay.basePath+"/debug", relay.serveDebug)
+	return a
+}
+
+// Handler returns the admin listener's handler.
+func (a *Admin) Handler() http.Handler { return a.echo }
+
+// Mount serves h at path on the admin listener.
+func (a *Admin) Mount(path string, h http.Handler) { a.echo.Any(path, echo.WrapHandler(h)) }
+
+// Drain marks the relay as going away: readiness fails from now on, so a
+// load balancer stops sending it new work while in-flight requests finish.
+func (a *Admin) Drain() { a.draining.Store(true) }
+
+type readiness struct {
+	Status     string `json:"status"`
+	Projection string `json:"projection,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// readyz is ready when the relay is not draining and its store answers. The
+// body names the projection's hash so operators can see that replicas agree.
+func (a *Admin) readyz(c echo.Context) error {
+	hash := a.relay.projection().Hash()
+	if a.draining.Load() {
+		return writeJSON(c, http.StatusServiceUnavailable, readiness{Status: "draining", Projection: hash})
+	}
+	if err := a.relay.cfg.Store.Ping(c.Request().Context()); err != nil {
+		return writeJSON(c, http.StatusServiceUnavailable, readiness{Status: "unavailable", Projection: hash, Reason: "store unreachable"})
+	}
+	return writeJSON(c, http.StatusOK, readiness{Status: "ready", Projection: hash})
+}

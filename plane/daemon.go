@@ -1,0 +1,249 @@
+package plane
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// daemonCall is an authenticated daemon request.
+type daemonCall struct {
+	request
+	who store.Presence
+}
+
+type daemonHandler func(r *Relay, q *daemonCall) error
+
+func (r *Relay) daemonHandler(endpoint string) daemonHandler {
+	switch endpoint {
+	case "claim":
+		return (*Relay).claim
+	case "fetch":
+		return (*Relay).fetch
+	case "result":
+		return (*Relay).result
+	case "heartbeat":
+		return (*Relay).heartbeat
+	case "release":
+		return (*Relay).release
+	}
+	return nil
+}
+
+// versionRefusal is relayd's answer to a body naming another protocol
+// version, given before the signature is checked (G4).
+func versionRefusal(body []byte) *protocol.Refusal {
+	if v, present := protocol.PeekProtocolVersion(body); present && v != protocol.Version {
+		return protocol.UnsupportedVersion()
+	}
+	return nil
+}
+
+// daemonPlane runs the daemon-plane auth pipeline (A3, with relayd's G4 and
+// G7 differences) and then the endpoint's handler.
+func (r *Relay) daemonPlane(c echo.Context, endpoint string, h daemonHandler) error {
+	body, refusal := r.readBody(c)
+	if refusal != nil {
+		return writeRefusal(c, refusal)
+	}
+	if refusal := versionRefusal(body); refusal != nil {
+		return writeRefusal(c, refusal)
+	}
+	q := &daemonCall{request: request{c: c, endpoint: endpoint, body: body}}
+	sig, ok := protocol.ParseSignature(c.Request().Header, protocol.HeaderRunner)
+	if !ok {
+		return writeRefusal(c, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned))
+	}
+	who, found, err := r.cfg.Store.Presence(q.ctx(), sig.CallerID)
+	if err != nil {
+		return storeFailure(c, r.cfg.Logger, "presence", err)
+	}
+	proj := r.projection()
+	// A runner whose device record left the projection, or was re-approved
+	// under another key, is no longer anyone the relay knows (G7).
+	dev, approved := proj.DeviceFor(sig.CallerID)
+	if !found || !approved || dev.Device.Identity != who.Device.Identity {
+		return writeRefusal(c, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerNotKnown))
+	}
+	if refusal := r.verify(sig, endpoint, body, who.Device.Identity); refusal != nil {
+		return writeRefusal(c, refusal)
+	}
+	if _, consented := proj.ConsentFor(who.Owner, r.cfg.SiteID); !consented && endpoint != "heartbeat" {
+		return writeRefusal(c, protocol.Refuse(protocol.CodeRevoked, protocol.MsgRevoked))
+	}
+	if _, err := r.cfg.Store.Touch(q.ctx(), who.RunnerID); err != nil {
+		return storeFailure(c, r.cfg.Logger, "touch", err)
+	}
+	q.who = who
+	return h(r, q)
+}
+
+// verify checks a signature's freshness on the relay clock, then the key.
+func (r *Relay) verify(sig protocol.Signature, endpoint string, body []byte, identity string) *protocol.Refusal {
+	now := r.nowMs()
+	switch protocol.Verify(sig, endpoint, body, identity, now) {
+	case protocol.Stale:
+		return protocol.ClockSkew(now)
+	case protocol.BadSignature:
+		return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgBadSignature)
+	}
+	return nil
+}
+
+func schemaRefusal() *protocol.Refusal {
+	return protocol.Refuse(protocol.CodeBadRequest, protocol.MsgSchema)
+}
+
+// pair registers a device the projection approved (A5). It is unsigned.
+func (r *Relay) pair(c echo.Context) error {
+	body, refusal := r.readBody(c)
+	if refusal != nil {
+		return writeRefusal(c, refusal)
+	}
+	if refusal := versionRefusal(body); refusal != nil {
+		return writeRefusal(c, refusal)
+	}
+	req, err := protocol.DecodePair(body)
+	if err != nil {
+		return writeRefusal(c, protocol.Refuse(protocol.CodeBadRequest, protocol.MsgPairSchema))
+	}
+	if !req.Device.IsConsistent() {
+		return writeRefusal(c, protocol.Refuse(protocol.CodeBadRequest, protocol.MsgInconsistentDevice))
+	}
+	proj := r.projection()
+	if _, ok := proj.ConsentFor(req.Owner, r.cfg.SiteID); !ok {
+		return writeRefusal(c, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNoConsent))
+	}
+	site, ok := proj.SiteFor(r.cfg.SiteID)
+	if !ok {
+		return writeRefusal(c, protocol.Refuse(protocol.CodeForbidden, protocol.MsgSiteNotRegistered))
+	}
+	approved, ok := proj.DeviceByFingerprint(req.Device.Identity)
+	if !ok {
+		return writeRefusal(c, protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgDeviceNotApproved))
+	}
+	if approved.Owner != req.Owner {
+		return writeRefusal(c, protocol.Refuse(protocol.CodeForbidden, protocol.MsgDeviceOtherOwner))
+	}
+	if _, err := r.cfg.Store.Seen(c.Request().Context(), store.SeenInput{RunnerID: approved.RunnerID, Owner: req.Owner, Device: req.Device}); err != nil {
+		return storeFailure(c, r.cfg.Logger, "seen", err)
+	}
+	return writeJSON(c, http.StatusOK, protocol.PairResponse{ProtocolVersion: protocol.Version, RunnerID: approved.RunnerID, Site: site.Site})
+}
+
+func (r *Relay) claim(q *daemonCall) error {
+	req, err := protocol.DecodeClaim(q.body)
+	if err != nil {
+		return writeRefusal(q.c, schemaRefusal())
+	}
+	if req.RunnerID != q.who.RunnerID {
+		return writeRefusal(q.c, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerMismatch))
+	}
+	var kinds []string
+	for _, cp := range req.Capabilities {
+		if !slices.Contains(kinds, cp.Kind) {
+			kinds = append(kinds, cp.Kind)
+		}
+	}
+	owners := r.projection().RoutableOwners(q.who.Owner, r.cfg.SiteID)
+	routes := make([]store.Route, 0, len(owners))
+	for _, o := range owners {
+		routes = append(routes, store.Route{SiteID: r.cfg.SiteID, Owner: o})
+	}
+	jobs, err := r.cfg.Store.Claim(q.ctx(), store.ClaimInput{
+		RunnerID: q.who.RunnerID, Owner: q.who.Owner, Device: q.who.Device,
+		Routes: routes, Kinds: kinds, Max: req.Max, LeaseMs: r.cfg.LeaseMs,
+	})
+	if err != nil {
+		return storeFailure(q.c, r.cfg.Logger, "claim", err)
+	}
+	if jobs == nil {
+		jobs = []protocol.ClaimedStub{}
+	}
+	return writeJSON(q.c, http.StatusOK, protocol.ClaimResponse{Jobs: jobs, LeaseMs: r.cfg.LeaseMs})
+}
+
+func (r *Relay) fetch(q *daemonCall) error {
+	req, err := protocol.DecodeFetch(q.body)
+	if err != nil {
+		return writeRefusal(q.c, schemaRefusal())
+	}
+	env, err := r.cfg.Store.TakePayload(q.ctx(), store.LeaseInput{JobID: req.JobID, RunnerID: q.who.RunnerID, LeaseID: req.LeaseID})
+	if refusal := leaseRefusal(store.RefusalOf(err)); refusal != nil {
+		return writeRefusal(q.c, refusal)
+	}
+	if err != nil {
+		return storeFailure(q.c, r.cfg.Logger, "takePayload", err)
+	}
+	return writeJSON(q.c, http.StatusOK, protocol.FetchResponse{Envelope: env})
+}
+
+func (r *Relay) result(q *daemonCall) error {
+	req, err := protocol.DecodeResult(q.body)
+	if err != nil {
+		return writeRefusal(q.c, schemaRefusal())
+	}
+	res, err := r.cfg.Store.Complete(q.ctx(), store.CompleteInput{
+		LeaseInput:  store.LeaseInput{JobID: req.JobID, RunnerID: q.who.RunnerID, LeaseID: req.LeaseID},
+		Envelope:    req.Envelope,
+		Disposition: req.Disposition,
+	})
+	if refusal := leaseRefusal(store.RefusalOf(err)); refusal != nil {
+		return writeRefusal(q.c, refusal)
+	}
+	if err != nil {
+		return storeFailure(q.c, r.cfg.Logger, "complete", err)
+	}
+	return writeJSON(q.c, http.StatusOK, protocol.ResultResponse{Accepted: !res.Duplicate, Duplicate: res.Duplicate, State: string(store.Done)})
+}
+
+func (r *Relay) heartbeat(q *daemonCall) error {
+	req, err := protocol.DecodeHeartbeat(q.body)
+	if err != nil {
+		return writeRefusal(q.c, schemaRefusal())
+	}
+	serverTime := r.nowMs()
+	if _, err := r.cfg.Store.Sweep(q.ctx()); err != nil {
+		return storeFailure(q.c, r.cfg.Logger, "sweep", err)
+	}
+	if _, consented := r.projection().ConsentFor(q.who.Owner, r.cfg.SiteID); !consented {
+		lost := make([]string, 0, len(req.ActiveLeases))
+		for _, l := range req.ActiveLeases {
+			lost = append(lost, l.JobID)
+		}
+		return writeJSON(q.c, http.StatusOK, protocol.HeartbeatResponse{Revoked: true, Cancel: []string{}, Lost: lost, ServerTime: serverTime})
+	}
+	cancel, err := r.cfg.Store.CancelRequests(q.ctx(), q.who.RunnerID)
+	if err != nil {
+		return storeFailure(q.c, r.cfg.Logger, "cancelRequests", err)
+	}
+	renewed, err := r.cfg.Store.RenewLeases(q.ctx(), store.RenewInput{RunnerID: q.who.RunnerID, Leases: req.ActiveLeases, LeaseMs: r.cfg.LeaseMs})
+	if err != nil {
+		return storeFailure(q.c, r.cfg.Logger, "renewLeases", err)
+	}
+	return writeJSON(q.c, http.StatusOK, protocol.HeartbeatResponse{Revoked: false, Cancel: nonNil(cancel), Lost: nonNil(renewed.Lost), ServerTime: serverTime})
+}
+
+func (r *Relay) release(q *daemonCall) error {
+	req, err := protocol.DecodeRelease(q.body)
+	if err != nil {
+		return writeRefusal(q.c, schemaRefusal())
+	}
+	released, err := r.cfg.Store.ReleaseLeases(q.ctx(), store.ReleaseInput{RunnerID: q.who.RunnerID, Leases: req.Leases, Reason: req.Reason})
+	if err != nil {
+		return storeFailure(q.c, r.cfg.Logger, "releaseLeases", err)
+	}
+	return writeJSON(q.c, http.StatusOK, protocol.ReleaseResponse{Released: nonNil(released)})
+}
+
+// nonNil keeps an empty list an empty JSON array rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

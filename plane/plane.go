@@ -1,0 +1,191 @@
+// Package plane is relayd's HTTP surface: the daemon plane, the site plane,
+// the debug page and the admin endpoints, on labstack/echo. Echo stays inside
+// this package so that moving to another router touches nothing else.
+//
+// Routing follows the reference relay exactly: dispatch is on the escaped
+// request path, site-plane paths are fixed, and anything under the base path
+// is dispatched by its last segment.
+package plane
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/projection"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// DefaultMaxBodyBytes caps request bodies unless configured otherwise.
+const DefaultMaxBodyBytes = 8 << 20
+
+// DefaultBasePath is where the daemon plane lives unless configured otherwise.
+const DefaultBasePath = "/byollm"
+
+// Config is what a relay needs to serve.
+type Config struct {
+	// SiteID is the one site this relay routes for.
+	SiteID string
+	// BasePath prefixes the daemon plane; trailing slashes are dropped.
+	BasePath string
+	// LeaseMs is the lease length granted and renewed.
+	LeaseMs int64
+	// Store holds the routing state.
+	Store store.RoutingStore
+	// Projection returns the projection in force now.
+	Projection func() *projection.Projection
+	// Clock is the relay's own clock: signature freshness and serverTime.
+	// Leases and deadlines use the store's clock instead.
+	Clock clock.Clock
+	// Logger receives one line per request; never bodies or signatures.
+	Logger *slog.Logger
+	// MaxBodyBytes caps a request body; larger ones get 413.
+	MaxBodyBytes int64
+	// PublicDebug serves the debug page on the public listener too.
+	PublicDebug bool
+}
+
+// Relay serves the byollm protocol.
+type Relay struct {
+	cfg      Config
+	basePath string
+	public   *echo.Echo
+}
+
+// New builds a relay from cfg, filling in defaults.
+func New(cfg Config) *Relay {
+	if cfg.LeaseMs <= 0 {
+		cfg.LeaseMs = protocol.DefaultLeaseMs
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	base := cfg.BasePath
+	if base == "" {
+		base = DefaultBasePath
+	}
+	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/")}
+	r.public = newEcho(cfg.Logger)
+	r.public.Any("/*", r.dispatch)
+	r.public.Any("/", r.dispatch)
+	return r
+}
+
+// Handler returns the public listener's handler: the protocol only, plus the
+// debug page when PublicDebug is set.
+func (r *Relay) Handler() http.Handler { return r.public }
+
+// newEcho returns an echo instance with relayd's middleware: request ids,
+// one log line per request, and panics turned into a JSON 500.
+func newEcho(logger *slog.Logger) *echo.Echo {
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		// Only reached for errors raised outside our handlers, such as an
+		// unmatched route; the protocol's own refusals are written directly.
+		if c.Response().Committed {
+			return
+		}
+		writeRefusal(c, protocol.NotFoundPath())
+	}
+	e.Use(requestLog(logger), recoverPanics(logger))
+	return e
+}
+
+// request is one protocol request as the pipelines see it.
+type request struct {
+	c        echo.Context
+	endpoint string
+	body     []byte
+}
+
+func (q *request) ctx() context.Context { return q.c.Request().Context() }
+
+// dispatch routes one public request, in the reference's order (A1).
+func (r *Relay) dispatch(c echo.Context) error {
+	path := resolveDotSegments(c.Request().URL.EscapedPath())
+	if r.cfg.PublicDebug && (path == "/debug" || path == r.basePath+"/debug") {
+		return r.serveDebug(c)
+	}
+	if name, ok := strings.CutPrefix(path, "/relay/site/"); ok {
+		if h := r.siteHandler(name); h != nil {
+			return r.sitePlane(c, name, h)
+		}
+	}
+	if !strings.HasPrefix(path, r.basePath+"/") {
+		return writeRefusal(c, protocol.NotFoundPath())
+	}
+	endpoint := path[strings.LastIndexByte(path, '/')+1:]
+	if endpoint == "pair" {
+		return r.pair(c)
+	}
+	if h := r.daemonHandler(endpoint); h != nil {
+		return r.daemonPlane(c, endpoint, h)
+	}
+	return writeRefusal(c, protocol.NotFoundPath())
+}
+
+// resolveDotSegments removes "." and ".." segments the way a WHATWG URL
+// parser does, leaving percent-escapes alone.
+func resolveDotSegments(p string) string {
+	if !strings.Contains(p, ".") {
+		return p
+	}
+	segs := strings.Split(p, "/")
+	out := make([]string, 0, len(segs))
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch strings.ToLower(s) {
+		case ".", "%2e":
+			if last {
+				out = append(out, "")
+			}
+		case "..", ".%2e", "%2e.", "%2e%2e":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	if len(out) == 1 && out[0] == "" {
+		return "/"
+	}
+	return strings.Join(out, "/")
+}
+
+// readBody reads the body of a POST; every other method has an empty body
+// (A0.3). A body over the cap is refused with 413.
+func (r *Relay) readBody(c echo.Context) ([]byte, *protocol.Refusal) {
+	req := c.Request()
+	if req.Method != http.MethodPost || req.Body == nil {
+		return nil, nil
+	}
+	body, err := readCapped(req.Body, r.cfg.MaxBodyBytes)
+	if err == errTooLarge {
+		return nil, protocol.RefuseWith(http.StatusRequestEntityTooLarge, protocol.CodeBadRequest, "the request body is larger than this relay accepts")
+	}
+	if err != nil {
+		return nil, protocol.Refuse(protocol.CodeBadRequest, "the request body could not be read")
+	}
+	return body, nil
+}
+
+func (r *Relay) projection() *projection.Projection { return r.cfg.Projection() }
+
+func (r *Relay) nowMs() int64 { return clock.UnixMilli(r.cfg.Clock) }

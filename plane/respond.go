@@ -1,0 +1,132 @@
+package plane
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// writeJSON sends v as the reference does: content-type application/json
+// with no charset, and JSON.stringify's bytes (no HTML escaping, no newline).
+func writeJSON(c echo.Context, status int, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return writeRefusal(c, serverError)
+	}
+	c.Response().Header().Set(echo.HeaderContentType, "application/json")
+	c.Response().WriteHeader(status)
+	_, err := c.Response().Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return err
+}
+
+func writeRefusal(c echo.Context, r *protocol.Refusal) error {
+	if r.Body.Error == protocol.CodeServerError {
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	return writeJSON(c, r.Status, r.Body)
+}
+
+// serverError is the answer when the store cannot: retryable, and nothing
+// was half-written, because every store operation is atomic.
+var serverError = protocol.RefuseWith(http.StatusServiceUnavailable, protocol.CodeServerError, "the relay's routing store is unavailable; try again")
+
+// storeFailure logs a store error and answers 503.
+func storeFailure(c echo.Context, logger *slog.Logger, op string, err error) error {
+	logger.LogAttrs(c.Request().Context(), slog.LevelError, "store operation failed",
+		slog.String("op", op), slog.String("request_id", requestID(c)), slog.String("error", err.Error()))
+	return writeRefusal(c, serverError)
+}
+
+var errTooLarge = errors.New("request body too large")
+
+func readCapped(r io.Reader, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, errTooLarge
+	}
+	return body, nil
+}
+
+const requestIDKey = "relayd.request_id"
+
+func requestID(c echo.Context) string {
+	id, _ := c.Get(requestIDKey).(string)
+	return id
+}
+
+// requestLog tags each request with an id (the caller's X-Request-ID when it
+// sends a sane one) and logs one line when it ends. It logs no body, no
+// signature and no query: nothing a caller sent beyond its route.
+func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			id := c.Request().Header.Get("X-Request-ID")
+			if id == "" || len(id) > 128 {
+				id = uuid.NewString()
+			}
+			c.Set(requestIDKey, id)
+			c.Response().Header().Set("X-Request-ID", id)
+			err := next(c)
+			logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
+				slog.String("request_id", id),
+				slog.String("method", c.Request().Method),
+				slog.String("path", c.Request().URL.EscapedPath()),
+				slog.Int("status", c.Response().Status),
+				slog.Duration("duration", time.Since(start)),
+			)
+			return err
+		}
+	}
+}
+
+// recoverPanics turns a panic, which is always a bug, into a logged JSON 500
+// instead of a dropped connection.
+func recoverPanics(logger *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					logger.Error("panic while serving a request", slog.String("request_id", requestID(c)), slog.Any("panic", p))
+					if !c.Response().Committed {
+						err = writeRefusal(c, protocol.RefuseWith(http.StatusInternalServerError, protocol.CodeServerError, "internal error"))
+					}
+				}
+			}()
+			return next(c)
+		}
+	}
+}
+
+// leaseRefusal maps a store refusal on a lease-scoped daemon call to the
+// reference's wire answer (A7.2), with relayd's G9 refusal added.
+func leaseRefusal(code store.RefusalCode) *protocol.Refusal {
+	switch code {
+	case store.RefusedNotFound:
+		return protocol.Refuse(protocol.CodeNotFound, protocol.MsgUnknownJob)
+	case store.RefusedNotHolder:
+		return protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgNotHolder)
+	case store.RefusedStaleLease:
+		return protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgStaleLease)
+	case store.RefusedNotReady:
+		return protocol.Refuse(protocol.CodeNotReady, protocol.MsgNotSealed)
+	case store.RefusedFinished:
+		return protocol.Refuse(protocol.CodeTooLate, protocol.MsgAlreadyFinished)
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+// Package server runs relayd: it opens the store and the projection, serves
+// the public and admin listeners, sweeps in the background, reloads the
+// fixture on SIGHUP and drains on shutdown.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/config"
+	"github.com/byollm/relayd/plane"
+	"github.com/byollm/relayd/projection"
+	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/memory"
+)
+
+// Hooks lets the caller observe a running server; tests use it to learn the
+// addresses the listeners actually bound.
+type Hooks struct {
+	// Listening is called once both listeners are bound.
+	Listening func(public, admin net.Addr)
+	// Reload delivers reload requests (SIGHUP in cmd/relayd).
+	Reload <-chan struct{}
+}
+
+// Run serves until ctx is cancelled, then drains: readiness fails first,
+// in-flight requests get cfg.ShutdownTimeout to finish, then the store closes.
+func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hooks) error {
+	st, err := OpenStore(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			logger.Error("closing the store", slog.String("error", err.Error()))
+		}
+	}()
+
+	src, err := projection.Open(ctx, projection.Options{Path: cfg.Fixture, Logger: logger, PollInterval: cfg.FixturePoll})
+	if err != nil {
+		return fmt.Errorf("load fixture: %w", err)
+	}
+	if _, ok := src.Current().SiteFor(cfg.SiteID); !ok {
+		logger.Warn("the fixture does not register this relay's site; pairing and the site plane will refuse everyone", slog.String("site_id", cfg.SiteID))
+	}
+
+	relay := plane.New(plane.Config{
+		SiteID: cfg.SiteID, BasePath: cfg.BasePath, LeaseMs: cfg.LeaseMs, Store: st,
+		Projection: src.Current, Clock: clock.System{}, Logger: logger,
+		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug,
+	})
+	admin := plane.NewAdmin(relay)
+
+	publicLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		publicLn.Close()
+		return fmt.Errorf("admin listen on %s: %w", cfg.AdminListen, err)
+	}
+	publicSrv := newHTTPServer(relay.Handler(), logger)
+	adminSrv := newHTTPServer(admin.Handler(), logger)
+
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBackground()
+	errs := make(chan error, 2)
+	go func() { errs <- serve(publicSrv, publicLn) }()
+	go func() { errs <- serve(adminSrv, adminLn) }()
+	go func() {
+		if err := src.Run(bg); err != nil && !errors.Is(err, context.Canceled) {
+			logger.Error("fixture watcher stopped", slog.String("error", err.Error()))
+		}
+	}()
+	go reloadOnRequest(bg, src, hooks.Reload, logger)
+	if cfg.SweepInterval > 0 {
+		go sweepEvery(bg, st, cfg.SweepInterval, logger)
+	}
+	logger.Info("relayd serving", slog.String("public", publicLn.Addr().String()), slog.String("admin", adminLn.Addr().String()),
+		slog.String("store", cfg.Store), slog.String("site_id", cfg.SiteID), slog.String("projection", src.Current().Hash()))
+	if hooks.Listening != nil {
+		hooks.Listening(publicLn.Addr(), adminLn.Addr())
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errs:
+		logger.Error("a listener failed", slog.String("error", serveErr.Error()))
+	}
+
+	// Fail readiness before refusing connections, so a load balancer moves
+	// new work elsewhere while what is in flight completes.
+	admin.Drain()
+	logger.Info("draining", slog.Duration("timeout", cfg.ShutdownTimeout))
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := publicSrv.Shutdown(drainCtx); err != nil {
+		logger.Error("in-flight requests did not finish in time", slog.String("error", err.Error()))
+	}
+	stopBackground()
+	if err := adminSrv.Shutdown(drainCtx); err != nil {
+		logger.Error("admin listener shutdown", slog.String("error", err.Error()))
+	}
+	logger.Info("stopped")
+	return serveErr
+}
+
+// OpenStore builds the routing store the configuration names.
+func OpenStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (store.RoutingStore, error) {
+	switch cfg.Store {
+	case config.StoreMemory:
+		return memory.New(clock.System{}), nil
+	case config.StoreValkey:
+		return openValkey(ctx, cfg.Valkey, logger)
+	}
+	return nil, fmt.Errorf("unknown store %q", cfg.Store)
+}
+
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+func serve(srv *http.Server, ln net.Listener) error {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func reloadOnRequest(ctx context.Context, src *projection.Source, requests <-chan struct{}, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-requests:
+			if err := src.Reload(ctx); err != nil {
+				logger.Error("fixture reload refused; the previous projection stays", slog.String("error", err.Error()))
+			}
+		}
+	}
+}
+
+// sweepEvery applies passed deadlines on a timer, so a job abandoned while no
+// daemon or site is calling still returns to the queue. Replicas sweep
+// independently; the store makes concurrent sweeps safe.
+func sweepEvery(ctx context.Context, st store.RoutingStore, every time.Duration, logger *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			res, err := st.Sweep(ctx)
+			if err != nil {
+				logger.Warn("background sweep failed", slog.String("error", err.Error()))
+				continue
+			}
+			if n := len(res.Requeued) + len(res.Expired); n > 0 {
+				logger.Debug("swept", slog.Int("requeued", len(res.Requeued)), slog.Int("expired", len(res.Expired)))
+			}
+		}
+	}
+}
