@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -48,6 +49,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// PublicDebug serves the debug page on the public listener too.
 	PublicDebug bool
+	// ObserveRequest, when set, is told of every answered request. route
+	// comes from a small fixed set, never from the raw path.
+	ObserveRequest func(route string, status int, took time.Duration)
 }
 
 // Relay serves the byollm protocol.
@@ -76,7 +80,7 @@ func New(cfg Config) *Relay {
 		base = DefaultBasePath
 	}
 	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/")}
-	r.public = newEcho(cfg.Logger)
+	r.public = newEcho(cfg.Logger, cfg.ObserveRequest)
 	r.public.Any("/*", r.dispatch)
 	r.public.Any("/", r.dispatch)
 	return r
@@ -88,7 +92,7 @@ func (r *Relay) Handler() http.Handler { return r.public }
 
 // newEcho returns an echo instance with relayd's middleware: request ids,
 // one log line per request, and panics turned into a JSON 500.
-func newEcho(logger *slog.Logger) *echo.Echo {
+func newEcho(logger *slog.Logger, observe func(string, int, time.Duration)) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -100,7 +104,7 @@ func newEcho(logger *slog.Logger) *echo.Echo {
 		}
 		writeRefusal(c, protocol.NotFoundPath())
 	}
-	e.Use(requestLog(logger), recoverPanics(logger))
+	e.Use(requestLog(logger, observe), recoverPanics(logger))
 	return e
 }
 
@@ -117,10 +121,12 @@ func (q *request) ctx() context.Context { return q.c.Request().Context() }
 func (r *Relay) dispatch(c echo.Context) error {
 	path := resolveDotSegments(c.Request().URL.EscapedPath())
 	if r.cfg.PublicDebug && (path == "/debug" || path == r.basePath+"/debug") {
+		setRoute(c, "debug")
 		return r.serveDebug(c)
 	}
 	if name, ok := strings.CutPrefix(path, "/relay/site/"); ok {
 		if h := r.siteHandler(name); h != nil {
+			setRoute(c, "site/"+name)
 			return r.sitePlane(c, name, h)
 		}
 	}
@@ -129,9 +135,11 @@ func (r *Relay) dispatch(c echo.Context) error {
 	}
 	endpoint := path[strings.LastIndexByte(path, '/')+1:]
 	if endpoint == "pair" {
+		setRoute(c, endpoint)
 		return r.pair(c)
 	}
 	if h := r.daemonHandler(endpoint); h != nil {
+		setRoute(c, endpoint)
 		return r.daemonPlane(c, endpoint, h)
 	}
 	return writeRefusal(c, protocol.NotFoundPath())

@@ -62,7 +62,25 @@ func readCapped(r io.Reader, limit int64) ([]byte, error) {
 	return body, nil
 }
 
-const requestIDKey = "relayd.request_id"
+const (
+	requestIDKey = "relayd.request_id"
+	routeKey     = "relayd.route"
+)
+
+// setRoute names the route a request was dispatched to, for metrics.
+func setRoute(c echo.Context, route string) { c.Set(routeKey, route) }
+
+// routeOf is the route a request was dispatched to; requests that matched
+// nothing share one label so that strangers cannot grow the series.
+func routeOf(c echo.Context) string {
+	if r, ok := c.Get(routeKey).(string); ok {
+		return r
+	}
+	if p := c.Path(); p != "" && p != "/*" && p != "/" {
+		return p
+	}
+	return "unmatched"
+}
 
 func requestID(c echo.Context) string {
 	id, _ := c.Get(requestIDKey).(string)
@@ -72,7 +90,7 @@ func requestID(c echo.Context) string {
 // requestLog tags each request with an id (the caller's X-Request-ID when it
 // sends a sane one) and logs one line when it ends. It logs no body, no
 // signature and no query: nothing a caller sent beyond its route.
-func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
+func requestLog(logger *slog.Logger, observe func(string, int, time.Duration)) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
@@ -83,12 +101,16 @@ func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
 			c.Set(requestIDKey, id)
 			c.Response().Header().Set("X-Request-ID", id)
 			err := next(c)
+			took := time.Since(start)
+			if observe != nil {
+				observe(routeOf(c), c.Response().Status, took)
+			}
 			logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
 				slog.String("request_id", id),
 				slog.String("method", c.Request().Method),
 				slog.String("path", c.Request().URL.EscapedPath()),
 				slog.Int("status", c.Response().Status),
-				slog.Duration("duration", time.Since(start)),
+				slog.Duration("duration", took),
 			)
 			return err
 		}

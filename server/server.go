@@ -14,6 +14,7 @@ import (
 
 	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/config"
+	"github.com/byollm/relayd/metrics"
 	"github.com/byollm/relayd/plane"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/store"
@@ -32,10 +33,12 @@ type Hooks struct {
 // Run serves until ctx is cancelled, then drains: readiness fails first,
 // in-flight requests get cfg.ShutdownTimeout to finish, then the store closes.
 func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hooks) error {
-	st, err := OpenStore(ctx, cfg, logger)
+	m := metrics.New()
+	raw, err := OpenStore(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
+	st := m.InstrumentStore(raw)
 	defer func() {
 		if err := st.Close(); err != nil {
 			logger.Error("closing the store", slog.String("error", err.Error()))
@@ -46,6 +49,10 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if err != nil {
 		return fmt.Errorf("load fixture: %w", err)
 	}
+	m.WatchProjection(func() (uint64, uint64) {
+		status := src.Status()
+		return status.Reloads, status.Failures
+	})
 	if _, ok := src.Current().SiteFor(cfg.SiteID); !ok {
 		logger.Warn("the fixture does not register this relay's site; pairing and the site plane will refuse everyone", slog.String("site_id", cfg.SiteID))
 	}
@@ -53,9 +60,10 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	relay := plane.New(plane.Config{
 		SiteID: cfg.SiteID, BasePath: cfg.BasePath, LeaseMs: cfg.LeaseMs, Store: st,
 		Projection: src.Current, Clock: clock.System{}, Logger: logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug,
+		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest,
 	})
 	admin := plane.NewAdmin(relay)
+	admin.Mount("/metrics", m.Handler())
 
 	publicLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +32,7 @@ type running struct {
 
 // start runs relayd in this process on free loopback ports with a copy of
 // the example fixture, and stops it at the end of the test.
-func start(t *testing.T) *running {
+func start(t *testing.T, logger ...*slog.Logger) *running {
 	t.Helper()
 	dir := t.TempDir()
 	fixture := filepath.Join(dir, "fixture.json")
@@ -41,11 +43,15 @@ func start(t *testing.T) *running {
 		"--admin-listen", "127.0.0.1:0", "--fixture-poll", "-1s"}, func(string) string { return "" })
 	require.NoError(t, err)
 
+	log := slog.New(slog.DiscardHandler)
+	if len(logger) > 0 {
+		log = logger[0]
+	}
 	ctx, stop := context.WithCancel(t.Context())
 	r := &running{reload: make(chan struct{}, 1), fixture: fixture, done: make(chan error, 1), stop: stop}
 	bound := make(chan struct{})
 	go func() {
-		r.done <- server.Run(ctx, cfg, slog.New(slog.DiscardHandler), server.Hooks{
+		r.done <- server.Run(ctx, cfg, log, server.Hooks{
 			Reload: r.reload,
 			Listening: func(public, admin net.Addr) {
 				r.public, r.admin = "http://"+public.String(), "http://"+admin.String()
@@ -126,4 +132,78 @@ func TestReloadsTheFixtureOnRequestAndKeepsItOnARefusal(t *testing.T) {
 	status, now := readyz(t, r)
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, after["projection"], now["projection"], "a refused fixture leaves the previous projection in force")
+}
+
+func TestMetricsMoveWithARoundTrip(t *testing.T) {
+	r := start(t)
+	scrape := func() string {
+		resp, err := http.Get(r.admin + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	before := scrape()
+	require.NotContains(t, before, `relayd_claims_granted_total 1`)
+	require.NoError(t, demo.Run(t.Context(), demo.Options{RelayURL: r.public, KeysPath: "../deploy/demo-keys.json", Prompt: "count me"}, io.Discard))
+	after := scrape()
+	for _, series := range []string{
+		`relayd_claims_granted_total 1`,
+		`relayd_http_requests_total{route="claim",status="200"} 1`,
+		`relayd_http_requests_total{route="site/enqueue",status="200"} 1`,
+		`relayd_http_requests_total{route="result",status="200"} 1`,
+		`relayd_store_operation_duration_seconds_count{op="claim"} 1`,
+		`relayd_store_operation_duration_seconds_count{op="seal"} 1`,
+		`relayd_projection_reloads_total 0`,
+		`relayd_projection_reload_failures_total 0`,
+	} {
+		require.Contains(t, after, series)
+	}
+	resp, err := http.Get(r.public + "/no/such/thing")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Contains(t, scrape(), `relayd_http_requests_total{route="unmatched",status="404"} 1`, "strangers' paths share one label")
+	resp, err = http.Get(r.public + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "metrics are served on the admin listener only")
+}
+
+// lockedBuffer is a log sink safe for the server's concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// longBase64 matches what signatures (86 characters) and ciphertexts look
+// like; ids and hashes in logs are shorter or hexadecimal with dashes.
+var longBase64 = regexp.MustCompile(`[A-Za-z0-9_-]{80,}`)
+
+func TestLogsCarryNoPayloadsEnvelopesOrSignatures(t *testing.T) {
+	var logs lockedBuffer
+	r := start(t, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	const prompt = "a secret prompt nobody may log"
+	require.NoError(t, demo.Run(t.Context(), demo.Options{RelayURL: r.public, KeysPath: "../deploy/demo-keys.json", Prompt: prompt}, io.Discard))
+	out := logs.String()
+	require.Contains(t, out, `"msg":"request"`, "requests are logged")
+	require.Contains(t, out, `"path":"/byollm/fetch"`)
+	require.NotContains(t, out, prompt)
+	require.NotContains(t, out, "echo: "+prompt)
+	require.Empty(t, longBase64.FindAllString(out, 3), "no signature or ciphertext in the logs")
+	for _, word := range []string{"ciphertext", "x-byollm-signature", "X-Byollm-Signature", "encryptionSig"} {
+		require.NotContains(t, out, word)
+	}
 }

@@ -1,0 +1,176 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// InstrumentStore wraps st so that every operation's latency is observed,
+// failures (not refusals) are counted, and grants, renewals, losses and
+// sweeps move their counters.
+func (m *Metrics) InstrumentStore(st store.RoutingStore) store.RoutingStore {
+	return &instrumented{next: st, m: m}
+}
+
+type instrumented struct {
+	next store.RoutingStore
+	m    *Metrics
+}
+
+// observe records one operation; err is counted only when it is a failure.
+func (i *instrumented) observe(op string, start time.Time, err error) {
+	i.m.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if err != nil && store.RefusalOf(err) == "" {
+		i.m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+func (i *instrumented) Now(ctx context.Context) (now int64, err error) {
+	start := time.Now()
+	now, err = i.next.Now(ctx)
+	i.observe("now", start, err)
+	return now, err
+}
+
+func (i *instrumented) Enqueue(ctx context.Context, in store.EnqueueInput) (res store.EnqueueResult, err error) {
+	start := time.Now()
+	res, err = i.next.Enqueue(ctx, in)
+	i.observe("enqueue", start, err)
+	return res, err
+}
+
+func (i *instrumented) Claim(ctx context.Context, in store.ClaimInput) (jobs []protocol.ClaimedStub, err error) {
+	start := time.Now()
+	jobs, err = i.next.Claim(ctx, in)
+	i.observe("claim", start, err)
+	i.m.claimsGranted.Add(float64(len(jobs)))
+	return jobs, err
+}
+
+func (i *instrumented) TakePayload(ctx context.Context, in store.LeaseInput) (env protocol.SealedEnvelope, err error) {
+	start := time.Now()
+	env, err = i.next.TakePayload(ctx, in)
+	i.observe("takePayload", start, err)
+	return env, err
+}
+
+func (i *instrumented) Complete(ctx context.Context, in store.CompleteInput) (res store.CompleteResult, err error) {
+	start := time.Now()
+	res, err = i.next.Complete(ctx, in)
+	i.observe("complete", start, err)
+	return res, err
+}
+
+func (i *instrumented) ReleaseLeases(ctx context.Context, in store.ReleaseInput) (ids []string, err error) {
+	start := time.Now()
+	ids, err = i.next.ReleaseLeases(ctx, in)
+	i.observe("releaseLeases", start, err)
+	return ids, err
+}
+
+func (i *instrumented) Seal(ctx context.Context, in store.SealInput) (err error) {
+	start := time.Now()
+	err = i.next.Seal(ctx, in)
+	i.observe("seal", start, err)
+	return err
+}
+
+func (i *instrumented) Cancel(ctx context.Context, in store.CancelInput) (ok bool, err error) {
+	start := time.Now()
+	ok, err = i.next.Cancel(ctx, in)
+	i.observe("cancel", start, err)
+	return ok, err
+}
+
+func (i *instrumented) CancelRequests(ctx context.Context, runnerID string) (ids []string, err error) {
+	start := time.Now()
+	ids, err = i.next.CancelRequests(ctx, runnerID)
+	i.observe("cancelRequests", start, err)
+	return ids, err
+}
+
+func (i *instrumented) RenewLeases(ctx context.Context, in store.RenewInput) (res store.RenewResult, err error) {
+	start := time.Now()
+	res, err = i.next.RenewLeases(ctx, in)
+	i.observe("renewLeases", start, err)
+	i.m.leasesRenewed.Add(float64(len(res.Renewed)))
+	i.m.leasesLost.Add(float64(len(res.Lost)))
+	return res, err
+}
+
+func (i *instrumented) Seen(ctx context.Context, in store.SeenInput) (p store.Presence, err error) {
+	start := time.Now()
+	p, err = i.next.Seen(ctx, in)
+	i.observe("seen", start, err)
+	return p, err
+}
+
+func (i *instrumented) Touch(ctx context.Context, runnerID string) (ok bool, err error) {
+	start := time.Now()
+	ok, err = i.next.Touch(ctx, runnerID)
+	i.observe("touch", start, err)
+	return ok, err
+}
+
+func (i *instrumented) Sweep(ctx context.Context) (res store.SweepResult, err error) {
+	start := time.Now()
+	res, err = i.next.Sweep(ctx)
+	i.observe("sweep", start, err)
+	i.m.sweepRequeued.Add(float64(len(res.Requeued)))
+	i.m.sweepExpired.Add(float64(len(res.Expired)))
+	return res, err
+}
+
+func (i *instrumented) Job(ctx context.Context, id string) (j store.Job, ok bool, err error) {
+	start := time.Now()
+	j, ok, err = i.next.Job(ctx, id)
+	i.observe("job", start, err)
+	return j, ok, err
+}
+
+func (i *instrumented) Jobs(ctx context.Context, limit int) (jobs []store.Job, err error) {
+	start := time.Now()
+	jobs, err = i.next.Jobs(ctx, limit)
+	i.observe("jobs", start, err)
+	return jobs, err
+}
+
+func (i *instrumented) Awaiting(ctx context.Context, siteID string) (jobs []store.Job, err error) {
+	start := time.Now()
+	jobs, err = i.next.Awaiting(ctx, siteID)
+	i.observe("awaiting", start, err)
+	return jobs, err
+}
+
+func (i *instrumented) Finished(ctx context.Context, siteID string) (jobs []store.Job, err error) {
+	start := time.Now()
+	jobs, err = i.next.Finished(ctx, siteID)
+	i.observe("finished", start, err)
+	return jobs, err
+}
+
+func (i *instrumented) Presence(ctx context.Context, runnerID string) (p store.Presence, ok bool, err error) {
+	start := time.Now()
+	p, ok, err = i.next.Presence(ctx, runnerID)
+	i.observe("presence", start, err)
+	return p, ok, err
+}
+
+func (i *instrumented) Everyone(ctx context.Context, limit int) (ps []store.Presence, err error) {
+	start := time.Now()
+	ps, err = i.next.Everyone(ctx, limit)
+	i.observe("everyone", start, err)
+	return ps, err
+}
+
+func (i *instrumented) Ping(ctx context.Context) (err error) {
+	start := time.Now()
+	err = i.next.Ping(ctx)
+	i.observe("ping", start, err)
+	return err
+}
+
+func (i *instrumented) Close() error { return i.next.Close() }
