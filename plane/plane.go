@@ -81,8 +81,11 @@ func New(cfg Config) *Relay {
 	}
 	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/")}
 	r.public = newEcho(cfg.Logger, cfg.ObserveRequest)
+	// The reference never checks the method (A0.6); echo's Any covers only
+	// the common ones, so every other method reaches dispatch this way.
 	r.public.Any("/*", r.dispatch)
 	r.public.Any("/", r.dispatch)
+	r.public.RouteNotFound("/*", r.dispatch)
 	return r
 }
 
@@ -148,7 +151,7 @@ func (r *Relay) dispatch(c echo.Context) error {
 // resolveDotSegments removes "." and ".." segments the way a WHATWG URL
 // parser does, leaving percent-escapes alone.
 func resolveDotSegments(p string) string {
-	if !strings.Contains(p, ".") {
+	if !strings.Contains(p, ".") && !strings.Contains(strings.ToLower(p), "%2e") {
 		return p
 	}
 	segs := strings.Split(p, "/")

@@ -18,7 +18,6 @@ const (
 	CodeClockSkew                  Code = "clock-skew"
 	CodeUnsupportedProtocolVersion Code = "unsupported-protocol-version"
 	CodeRateLimited                Code = "rate-limited"
-	CodePayloadTooLarge            Code = "payload-too-large"
 	CodeServerError                Code = "server-error"
 )
 
@@ -37,8 +36,6 @@ func (c Code) Status() int {
 		return http.StatusNotFound
 	case CodeNotReady, CodeTooLate:
 		return http.StatusConflict
-	case CodePayloadTooLarge:
-		return http.StatusRequestEntityTooLarge
 	case CodeRateLimited:
 		return http.StatusTooManyRequests
 	default:

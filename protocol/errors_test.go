@@ -24,7 +24,6 @@ func TestCodeStatus(t *testing.T) {
 		{CodeClockSkew, "clock-skew", http.StatusUnauthorized},
 		{CodeUnsupportedProtocolVersion, "unsupported-protocol-version", http.StatusBadRequest},
 		{CodeRateLimited, "rate-limited", http.StatusTooManyRequests},
-		{CodePayloadTooLarge, "payload-too-large", http.StatusRequestEntityTooLarge},
 		{CodeServerError, "server-error", http.StatusServiceUnavailable},
 	}
 	for _, tc := range cases {
