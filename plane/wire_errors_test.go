@@ -1,0 +1,75 @@
+package plane_test
+
+// Upstream's wire-errors cases (F85–F91): each refusal carries a named code
+// and the status that goes with it.
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/projection"
+	"github.com/byollm/relayd/protocol"
+)
+
+func TestWireErrors_UnsignedClaimIsRefusedWithANamedCode(t *testing.T) { // F85
+	eachStore(t, nil, func(t *testing.T, b *bundle) {
+		b.paired(t, "alice")
+		resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: claimBody(t, "runner_alice")})
+		requireAnswer(t, resp, 401, bodyNotSigned)
+	})
+}
+
+func TestWireErrors_StaleSiteReadIsNamedClockSkewAndCarriesTheServerClock(t *testing.T) { // F86, F87
+	eachStore(t, nil, func(t *testing.T, b *bundle) {
+		h := b.site.SignHeadersAt("site/pending", nil, b.relayNow()-10*60_000)
+		resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: h})
+		requireAnswer(t, resp, 401, bodyClockSkew(b.relayNow()))
+
+		var body protocol.ErrorBody
+		require.NoError(t, json.Unmarshal(resp.Body, &body))
+		require.Positive(t, body.ServerTime)
+		require.EqualValues(t, 120000, body.MaxSkewMs)
+	})
+}
+
+func TestWireErrors_FetchBeforeTheSealIsNotReady(t *testing.T) { // F88, A16 #16
+	eachStore(t, nil, func(t *testing.T, b *bundle) {
+		d := b.paired(t, "alice")
+		b.enqueue(t, b.stub(t, "job-1", "alice"))
+		c := b.claimOne(t, d, "job-1")
+		_, err := d.Fetch(b.ctx, c.ID, c.Lease.ID)
+		requireRefused(t, err, 409, bodyNotReady)
+	})
+}
+
+func TestWireErrors_SiteAskingAboutAnotherSitesWorkIsForbidden(t *testing.T) { // F89, F48, A16 #10
+	eachStore(t, nil, func(t *testing.T, b *bundle) {
+		for _, route := range []string{"pending", "results"} {
+			h := b.site.SignHeaders("site/"+route, nil)
+			resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/" + route + "?siteId=someone_else", Header: h})
+			requireAnswer(t, resp, 403, bodyNotYourSite)
+		}
+	})
+}
+
+func TestWireErrors_DaemonWhoseOwnerNeverConsentedIsForbidden(t *testing.T) { // F90, A16 #19
+	noConsents := func(f *projection.Fixture, _ keyring) { f.Consents = []projection.ConsentRecord{} }
+	eachStore(t, &setupOpts{Fixture: []fixtureMod{noConsents}}, func(t *testing.T, b *bundle) {
+		_, err := b.daemon(t, "alice").Pair(b.ctx, "alice")
+		requireRefused(t, err, 403, bodyNoConsent)
+	})
+}
+
+func TestWireErrors_RevokedIsItsOwnCodeNotFoldedIntoForbidden(t *testing.T) { // F91, A16 #7
+	eachStore(t, nil, func(t *testing.T, b *bundle) {
+		d := b.paired(t, "alice")
+		b.project(t, withRevocation("alice"))
+		resp, err := d.Do(b.ctx, "claim", claimBody(t, "runner_alice"))
+		require.NoError(t, err)
+		requireAnswer(t, resp, 403, bodyRevoked)
+	})
+}
