@@ -218,6 +218,8 @@ func (s *Store) Complete(_ context.Context, in store.CompleteInput) (store.Compl
 	r.job.Disposition = in.Disposition
 	r.job.State = store.Done
 	r.job.AwaitingUntil = 0
+	// A finished job is never named in cancel (G11), so it leaves the index.
+	delete(s.cancelled[r.job.ClaimedBy.RunnerID], r)
 	return store.CompleteResult{}, nil
 }
 
@@ -370,6 +372,11 @@ func (s *Store) sweep(now int64) store.SweepResult {
 	}
 	var requeued, expired []*record
 	for r := range due {
+		if r.gone {
+			// Dropped earlier by an operation that applied its deadline;
+			// this sweep did not drop it and must not report it.
+			continue
+		}
 		switch s.apply(r, now) {
 		case requeue:
 			requeued = append(requeued, r)

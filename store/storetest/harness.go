@@ -17,7 +17,10 @@ import (
 type Harness struct {
 	// Store is empty when handed over.
 	Store store.RoutingStore
-	// Advance moves the store's clock forward by d.
+	// Advance moves the store's clock forward by d. Between calls the store
+	// clock must stand still, so that the contract can assert exact stamps
+	// (expiresAt = now + leaseMs) without racing a running clock; a store
+	// whose clock is a server's (Valkey TIME) pins it in its test harness.
 	Advance func(t *testing.T, d time.Duration)
 	// WriteUnparseableJob stores a queued job under id for siteID whose stored
 	// stub no longer parses (as a record written by an older or broken

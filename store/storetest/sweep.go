@@ -29,6 +29,18 @@ func init() {
 			require.NoError(t, err)
 			require.Empty(t, fin)
 		}},
+		testCase{"reports only what it dropped itself, not a job an operation already dropped and replaced", func(t *testing.T, b *bundle) { // B17, G8
+			b.enqueueOn(t, Site, b.stub(t, "a", deadlineIn(t, b, 5*time.Second)))
+			b.advance(t, 5*time.Second)
+			// The republish finds the old job past its deadline, drops it and
+			// creates a fresh one under the same id.
+			require.True(t, b.enqueueOn(t, Site, b.stub(t, "a")).Created)
+			res, err := b.s.Sweep(b.ctx)
+			require.NoError(t, err)
+			require.Empty(t, res.Expired)
+			require.Empty(t, res.Requeued)
+			b.requireState(t, "a", store.Queued)
+		}},
 		testCase{"leaves a job whose deadline has not passed alone", func(t *testing.T, b *bundle) { // F68
 			b.enqueueOn(t, Site, b.stub(t, "a", deadlineIn(t, b, time.Minute)))
 			b.advance(t, 59*time.Second)
