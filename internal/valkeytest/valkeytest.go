@@ -1,0 +1,414 @@
+// Package valkeytest gives tests a real Valkey-protocol server, never an
+// imitation. In order of preference it uses:
+//
+//  1. the server at VALKEY_ADDR (host:port), when set;
+//  2. a valkey-server or redis-server binary on PATH, started on a free
+//     loopback port in a temporary directory and stopped at cleanup;
+//  3. a valkey/valkey container, when a Docker engine answers (driven with
+//     the docker CLI, to keep the dependency list short).
+//
+// With none of them the test is skipped with a note on how to get one,
+// unless CI or RELAYD_REQUIRE_VALKEY is set, where it fails instead.
+//
+// StartCluster starts a three-primary cluster from the same binary (or uses
+// VALKEY_CLUSTER_ADDRS). Tests isolate themselves either with a fresh
+// server or, on a shared one, with a unique key prefix from Prefix.
+package valkeytest
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// Server is a running server (or cluster) for one test.
+type Server struct {
+	// Addr is the address to connect to; for a cluster, one of its nodes.
+	Addr string
+	// Addrs lists every node (one entry for a standalone server).
+	Addrs []string
+	// Cluster says Addrs form a Valkey Cluster.
+	Cluster bool
+	// Source says where the server came from: "env", "binary" or "docker".
+	Source string
+
+	procs []*process // binary-started nodes, so tests can stop and restart them
+}
+
+// Options adjusts a binary-started server.
+type Options struct {
+	// Persist turns on AOF persistence (off by default: tests are faster
+	// without it).
+	Persist bool
+}
+
+// Start returns a standalone server for t.
+func Start(t testing.TB) *Server { return StartWith(t, Options{}) }
+
+// StartWith is Start with options for a binary-started server.
+func StartWith(t testing.TB, o Options) *Server {
+	t.Helper()
+	if addr := os.Getenv("VALKEY_ADDR"); addr != "" {
+		if err := waitPing(context.Background(), addr, 5*time.Second); err != nil {
+			t.Fatalf("valkeytest: VALKEY_ADDR=%s does not answer PING: %v", addr, err)
+		}
+		return &Server{Addr: addr, Addrs: []string{addr}, Source: "env"}
+	}
+	if bin := serverBinary(); bin != "" {
+		p := startProcess(t, bin, o, nil)
+		return &Server{Addr: p.addr, Addrs: []string{p.addr}, Source: "binary", procs: []*process{p}}
+	}
+	if dockerAnswers() {
+		addr := startContainer(t)
+		return &Server{Addr: addr, Addrs: []string{addr}, Source: "docker"}
+	}
+	unavailable(t, "a Valkey-protocol server")
+	return nil
+}
+
+// StartCluster returns a cluster of three primaries (no replicas) for t:
+// the nodes at VALKEY_CLUSTER_ADDRS (comma separated) when set, else three
+// nodes started from a server binary on PATH.
+func StartCluster(t testing.TB) *Server {
+	t.Helper()
+	if env := os.Getenv("VALKEY_CLUSTER_ADDRS"); env != "" {
+		addrs := strings.Split(env, ",")
+		return &Server{Addr: addrs[0], Addrs: addrs, Cluster: true, Source: "env"}
+	}
+	bin := serverBinary()
+	if bin == "" {
+		unavailable(t, "a Valkey-protocol server binary to build a cluster from")
+		return nil
+	}
+	s := &Server{Cluster: true, Source: "binary"}
+	for range 3 {
+		p := startProcess(t, bin, Options{}, []string{"--cluster-enabled", "yes", "--cluster-node-timeout", "5000"})
+		s.procs = append(s.procs, p)
+		s.Addrs = append(s.Addrs, p.addr)
+	}
+	s.Addr = s.Addrs[0]
+	if err := formCluster(t, s.Addrs); err != nil {
+		t.Fatalf("valkeytest: forming cluster: %v", err)
+	}
+	return s
+}
+
+// unavailable skips t, or fails it where a server is required.
+func unavailable(t testing.TB, what string) {
+	t.Helper()
+	msg := "valkeytest: cannot find " + what + ": set VALKEY_ADDR=host:port, put valkey-server or redis-server on PATH " +
+		"(Debian: apt-get install redis-server), or start a Docker engine"
+	if os.Getenv("CI") != "" || os.Getenv("RELAYD_REQUIRE_VALKEY") != "" {
+		t.Fatal(msg + " (required here: CI or RELAYD_REQUIRE_VALKEY is set)")
+	}
+	t.Skip(msg)
+}
+
+// Client returns a client connected to the server, closed at cleanup.
+func (s *Server) Client(t testing.TB) valkey.Client {
+	t.Helper()
+	opt := valkey.ClientOption{InitAddress: s.Addrs, DisableCache: true}
+	if !s.Cluster {
+		opt.ForceSingleClient = true
+	}
+	c, err := valkey.NewClient(opt)
+	if err != nil {
+		t.Fatalf("valkeytest: connecting to %v: %v", s.Addrs, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Prefix returns a key prefix unique to this test, carrying its own hash
+// tag, for isolation on a shared server.
+func Prefix(t testing.TB) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := regexp.MustCompile(`[^A-Za-z0-9_]+`).ReplaceAllString(t.Name(), "_")
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	return "test:{" + name + "-" + hex.EncodeToString(b[:]) + "}:"
+}
+
+// Flush empties every node. Use it only on a server this test owns.
+func (s *Server) Flush(t testing.TB) {
+	t.Helper()
+	for _, a := range s.Addrs {
+		if _, err := command(context.Background(), a, "FLUSHALL"); err != nil {
+			t.Fatalf("valkeytest: FLUSHALL on %s: %v", a, err)
+		}
+	}
+}
+
+// CanRestart says whether Stop and Restart work: only for servers this
+// package started from a binary.
+func (s *Server) CanRestart() bool { return len(s.procs) > 0 }
+
+// Stop stops every node (keeping its data directory), as a crash would.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	if !s.CanRestart() {
+		t.Skip("valkeytest: this server was not started here and cannot be stopped")
+	}
+	for _, p := range s.procs {
+		p.stop()
+	}
+}
+
+// Restart starts every stopped node again on its old port and waits until
+// it answers.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if !s.CanRestart() {
+		t.Skip("valkeytest: this server was not started here and cannot be restarted")
+	}
+	for _, p := range s.procs {
+		if err := p.start(); err != nil {
+			t.Fatalf("valkeytest: restarting %s: %v", p.addr, err)
+		}
+	}
+	if s.Cluster {
+		if err := waitClusterOK(context.Background(), s.Addrs, 30*time.Second); err != nil {
+			t.Fatalf("valkeytest: cluster after restart: %v", err)
+		}
+	}
+}
+
+// Version returns the server's version line from INFO server.
+func (s *Server) Version(t testing.TB) string {
+	t.Helper()
+	info, err := command(context.Background(), s.Addr, "INFO", "server")
+	if err != nil {
+		t.Fatalf("valkeytest: INFO: %v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		for _, k := range []string{"valkey_version:", "redis_version:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), k); ok {
+				return strings.TrimSuffix(k, "_version:") + " " + v
+			}
+		}
+	}
+	return "unknown"
+}
+
+func serverBinary() string {
+	for _, name := range []string{"valkey-server", "redis-server"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+func cliBinary() string {
+	for _, name := range []string{"valkey-cli", "redis-cli"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// process is one binary-started server node.
+type process struct {
+	bin  string
+	args []string
+	dir  string
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startProcess(t testing.TB, bin string, o Options, extra []string) *process {
+	t.Helper()
+	var lastErr error
+	// A port found free can be taken before the server binds it; try again.
+	for range 5 {
+		dir, err := os.MkdirTemp(t.TempDir(), "node")
+		if err != nil {
+			t.Fatalf("valkeytest: %v", err)
+		}
+		port, err := freePort(len(extra) > 0)
+		if err != nil {
+			t.Fatalf("valkeytest: finding a free port: %v", err)
+		}
+		p := &process{bin: bin, dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		p.args = []string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+			"--save", "", "--appendonly", map[bool]string{true: "yes", false: "no"}[o.Persist],
+			"--daemonize", "no", "--protected-mode", "no", "--logfile", filepath.Join(dir, "server.log"),
+		}
+		p.args = append(p.args, extra...)
+		if lastErr = p.start(); lastErr == nil {
+			t.Cleanup(p.stop)
+			return p
+		}
+		p.stop()
+	}
+	t.Fatalf("valkeytest: starting %s: %v", bin, lastErr)
+	return nil
+}
+
+func (p *process) start() error {
+	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.Dir = p.dir
+	bindLifetime(p.cmd)
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	p.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		_ = cmd.Wait()
+		close(done)
+	}(p.cmd, p.done)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for {
+		if err := waitPing(ctx, p.addr, 100*time.Millisecond); err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			log, _ := os.ReadFile(filepath.Join(p.dir, "server.log"))
+			return fmt.Errorf("server exited before answering: %s", lastLines(string(log), 5))
+		case <-ctx.Done():
+			return fmt.Errorf("server at %s did not answer PING in time", p.addr)
+		default:
+		}
+	}
+}
+
+// stop terminates the node and waits for it to exit.
+func (p *process) stop() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// freePort returns a loopback port that is free now; for a cluster node it
+// also checks the bus port (port+10000).
+func freePort(withBus bool) (int, error) {
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !withBus {
+			return port, nil
+		}
+		if port+10000 > 65535 {
+			continue
+		}
+		bl, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000)))
+		if err != nil {
+			continue
+		}
+		_ = bl.Close()
+		return port, nil
+	}
+	return 0, errors.New("no free port pair")
+}
+
+// waitPing polls PING until the server answers PONG or the time is up.
+func waitPing(ctx context.Context, addr string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		reply, err := command(ctx, addr, "PING")
+		if err == nil && reply == "PONG" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("PING answered %q", reply)
+			}
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// command sends one command over a fresh connection and returns a simple,
+// bulk or integer reply as text. It is enough for readiness and set-up and
+// keeps those free of any client library's retry behaviour.
+func command(ctx context.Context, addr string, args ...string) (string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	} else {
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty reply")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", errors.New(line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return "", fmt.Errorf("unsupported reply %q", line)
+}

@@ -1,0 +1,249 @@
+-- claim: sweep what is due, then grant up to max queued jobs in
+-- first-enqueue order across the queues the routes and kinds allow.
+-- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, sweep batch,
+--       n routes, then n (site, job owner) pairs, k kinds, then k kinds,
+--       then one fresh lease id per possible grant.
+-- Reply: {'ok', framed [stub, lease id, expiresAt]...}.
+-- Re-run: the answer is remembered under the request id (K.req); a re-run
+-- returns it and grants nothing more.
+local now = clock_now()
+local memo = remembered()
+if memo then
+  return { 'ok', memo }
+end
+
+local runner, owner, device = ARGV[1], ARGV[2], ARGV[3]
+local lease_ms = tonumber(ARGV[4])
+local window_ms = tonumber(ARGV[5])
+local max = tonumber(ARGV[6])
+local batch = tonumber(ARGV[7])
+local pos = 8
+local nroutes = tonumber(ARGV[pos])
+local routes = {}
+for i = 1, nroutes do
+  routes[i] = { site = ARGV[pos + 2 * i - 1], owner = ARGV[pos + 2 * i] }
+end
+pos = pos + 2 * nroutes + 1
+local nkinds = tonumber(ARGV[pos])
+local kinds = {}
+for i = 1, nkinds do
+  kinds[i] = ARGV[pos + i]
+end
+pos = pos + nkinds + 1
+local leases = {}
+for i = pos, #ARGV do
+  leases[#leases + 1] = ARGV[i]
+end
+if max > #leases then
+  max = #leases
+end
+
+sweep(now, batch)
+
+-- How many queue entries one claim may step over. An entry is skipped when
+-- this runner refused the job (it stays queued for others) or its record
+-- cannot be granted; refusals are matched against the runner's own refusal
+-- list for that queue, walked in step, so a skip costs no record read. The
+-- cap keeps a claim's work bounded even behind a long run of refusals.
+local BUDGET = 4096 + max
+local PAGE = 256
+
+local function page(key, c, lo_field, hi, more_field, buf_field, i_field)
+  local buf = redis.call('ZRANGEBYLEX', key, c[lo_field], hi, 'LIMIT', 0, PAGE)
+  c[buf_field], c[i_field] = buf, 1
+  if #buf < PAGE then
+    c[more_field] = false
+  end
+  if #buf > 0 then
+    c[lo_field] = '(' .. buf[#buf]
+  end
+end
+
+local cursors, known = {}, {}
+local function add(prefix)
+  if known[prefix] then
+    return
+  end
+  known[prefix] = true
+  local lo, hi = lex_range(prefix)
+  local rprefix = lenc(runner) .. prefix
+  local rlo, rhi = lex_range(rprefix)
+  cursors[#cursors + 1] = {
+    prefix = prefix, lo = lo, hi = hi, buf = {}, i = 1, more = true,
+    rprefix = rprefix, rlo = rlo, rhi = rhi, rbuf = {}, ri = 1, rmore = true,
+  }
+end
+if max > 0 then
+  for _, r in ipairs(routes) do
+    for _, kind in ipairs(kinds) do
+      add(queue_prefix(r.site, r.owner, kind, false))
+      if r.owner == owner then
+        add(queue_prefix(r.site, r.owner, kind, true))
+      end
+    end
+  end
+end
+
+-- seq_at reads the enqueue sequence a member carries after its prefix.
+local function seq_at(member, prefix)
+  return tonumber(string.sub(member, #prefix + 1, #prefix + 16))
+end
+
+-- head returns a cursor's next queue member and its sequence, reading the
+-- queue in pages from after the last member read, so grants made meanwhile
+-- do not shift it.
+local function head(c)
+  if c.i > #c.buf then
+    if not c.more then
+      return nil
+    end
+    page(K.queue, c, 'lo', c.hi, 'more', 'buf', 'i')
+    if #c.buf == 0 then
+      return nil
+    end
+  end
+  local m = c.buf[c.i]
+  return m, seq_at(m, c.prefix)
+end
+
+-- refused_here says whether this runner refused the job with sequence seq
+-- in the cursor's queue, advancing the refusal walk up to it.
+local function refused_here(c, seq)
+  while true do
+    if c.ri > #c.rbuf then
+      if not c.rmore then
+        return false
+      end
+      page(K.refusals, c, 'rlo', c.rhi, 'rmore', 'rbuf', 'ri')
+      if #c.rbuf == 0 then
+        return false
+      end
+    end
+    local rs = seq_at(c.rbuf[c.ri], c.rprefix)
+    if rs == seq then
+      return true
+    elseif rs > seq then
+      return false
+    end
+    c.ri = c.ri + 1
+  end
+end
+
+local granted = {}
+local inspected = 0
+
+-- consider grants the job behind one queue entry, or leaves it.
+local function consider(id, member)
+  local rec, how = load(id)
+  if how == 'missing' then
+    -- An entry whose record vanished outside these scripts (an unreadable
+    -- record dropped at its deadline): repair what this runner can see.
+    redis.call('ZREM', K.queue, member)
+    redis.call('ZREM', K.refusals, lenc(runner) .. member)
+    return
+  end
+  if how == 'unreadable' then
+    return -- never handed out; it stays queued for a reader that knows it
+  end
+  if settle(id, rec, now) == 'gone' then
+    return
+  end
+  if rec.qm ~= member then
+    redis.call('ZREM', K.queue, member) -- left by an earlier job under this id
+    return
+  end
+  if rec.state ~= STATE_QUEUED or rec.cancelled == '1' then
+    queue_out(rec) -- an entry that outlived its job's queued spell
+    return
+  end
+  if not valid_stub(rec.stub, id) then
+    return -- never handed out; it stays queued and blocks nothing
+  end
+  queue_out(rec)
+  local lease = leases[#granted / 3 + 1]
+  rec.state = STATE_AWAITING
+  rec.runner, rec.cowner, rec.device, rec.lease = runner, owner, device, lease
+  rec.lexp = ms(now + lease_ms)
+  rec.await = ms(now + window_ms)
+  save(id, rec)
+  redis.call('ZADD', K.window, rec.await, id)
+  redis.call('ZADD', K.awaiting, 0, site_member(rec, id))
+  granted[#granted + 1] = rec.stub
+  granted[#granted + 1] = lease
+  granted[#granted + 1] = rec.lexp
+end
+
+-- skip_run steps over a run of refused entries at a cursor's head, whose
+-- first entry is the refusal under the refusal walk. K.refusals holds only
+-- refusals of queued jobs, so when the runner's next k refusals in this
+-- queue span exactly k queue entries, those entries are all refused. The
+-- longest such run is found by galloping then halving, in O(log) calls
+-- each O(log N), however long the run.
+local runner_tag_len = #lenc(runner)
+local function skip_run(c, member)
+  local base = redis.call('ZRANK', K.refusals, c.rbuf[c.ri])
+  if not base then
+    return false
+  end
+  local function fits(k)
+    local r = redis.call('ZRANGE', K.refusals, base + k - 1, base + k - 1)[1]
+    if not r or string.sub(r, 1, #c.rprefix) ~= c.rprefix then
+      return nil
+    end
+    local last = string.sub(r, runner_tag_len + 1)
+    if redis.call('ZLEXCOUNT', K.queue, '[' .. member, '[' .. last) == k then
+      return last
+    end
+    return nil
+  end
+  local good, good_last, bad = 1, nil, nil
+  local k = 2
+  while not bad do
+    local last = fits(k)
+    if last then
+      good, good_last, k = k, last, k * 2
+    else
+      bad = k
+    end
+  end
+  while bad - good > 1 do
+    local mid = math.floor((good + bad) / 2)
+    local last = fits(mid)
+    if last then
+      good, good_last = mid, last
+    else
+      bad = mid
+    end
+  end
+  if not good_last then
+    return false
+  end
+  c.lo, c.buf, c.i, c.more = '(' .. good_last, {}, 1, true
+  c.rlo, c.rbuf, c.ri, c.rmore = '(' .. lenc(runner) .. good_last, {}, 1, true
+  return true
+end
+
+-- Merge the candidate queues by enqueue sequence: first-enqueue order.
+while #granted / 3 < max and inspected < BUDGET do
+  local best, best_member, best_seq
+  for _, c in ipairs(cursors) do
+    local m, seq = head(c)
+    if m and (not best or seq < best_seq) then
+      best, best_member, best_seq = c, m, seq
+    end
+  end
+  if not best then
+    break
+  end
+  inspected = inspected + 1
+  if refused_here(best, best_seq) then
+    if not skip_run(best, best_member) then
+      best.i = best.i + 1
+    end
+  else
+    best.i = best.i + 1
+    consider(id_of(best_member, best.prefix), best_member)
+  end
+end
+
+return { 'ok', remember(frame(granted)) }

@@ -1,0 +1,421 @@
+-- Shared helpers for every relayd script. The Go loader puts a generated
+-- header binding KEYS to the table K in front of this file, and the
+-- operation's own file after it, so each rule below exists once.
+--
+-- Stored shapes (all under one hash-tagged prefix, so one slot):
+--   K.job       hash  job id -> job record (framed, format FORMAT)
+--   K.payload   hash  job id -> sealed payload (JSON written by Go)
+--   K.result    hash  job id -> sealed result (JSON written by Go)
+--   K.order     zset  job id, score = enqueue sequence (every job)
+--   K.deadline  zset  job id, score = stub deadlineAt (every job)
+--   K.window    zset  job id, score = awaitingUntil (awaiting-payload jobs)
+--   K.lease     zset  job id, score = leaseExpiresAt (ready and running jobs)
+--   K.queue     zset  lex, score 0: queue prefix .. seq16 .. id (queued, not cancelled)
+--   K.awaiting  zset  lex, score 0: site prefix .. seq16 .. id (awaiting-payload jobs)
+--   K.finished  zset  lex, score 0: site prefix .. seq16 .. id (done jobs)
+--   K.cancels   zset  lex, score 0: runner prefix .. seq16 .. id (cancelled, held, not done)
+--   K.refusals  zset  lex, score 0: lenc(runner) .. queue member, for each runner that
+--                     refused a job while that job is in K.queue (and only then)
+--   K.seq       string  the enqueue and pairing sequence
+--   K.clock     string  test-only clock lever (see clock_now); production never writes it
+--   K.presence  hash  runner id -> presence record (framed)
+--   K.paired    zset  runner id, score = sequence at first pairing
+--   K.req       string  (per call) the remembered answer of a stamping write
+--
+-- Lex-ordered sets hold many logical lists in one key: a member starts with
+-- a self-delimiting prefix naming its list, so ZRANGEBYLEX over that prefix
+-- reads one list's head in O(log N). Every key a script touches is thus
+-- fixed and declared in KEYS, including when a job goes back to a queue
+-- chosen by its own data.
+
+local FORMAT = '1'
+local REQ_TTL_MS = 120000
+
+local STATE_QUEUED = 'queued'
+local STATE_AWAITING = 'awaiting-payload'
+local STATE_READY = 'ready'
+local STATE_RUNNING = 'running'
+local STATE_DONE = 'done'
+
+-- clock_now reads the store clock: Valkey TIME in ms. Each script calls it
+-- once, at the top, and derives every decision from it. Tests alone write
+-- K.clock to move that clock: '<n>' adds n ms to TIME, '@<ms>' pins it.
+-- Production never sets the key.
+local function clock_now()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local lever = redis.call('GET', K.clock)
+  if lever then
+    if string.sub(lever, 1, 1) == '@' then
+      return tonumber(string.sub(lever, 2)) or now
+    end
+    return now + (tonumber(lever) or 0)
+  end
+  return now
+end
+
+-- ms formats an integer number of milliseconds without exponent notation.
+local function ms(n)
+  return string.format('%d', n)
+end
+
+-- frame joins strings as <length>:<bytes>..., which any byte survives.
+local function frame(list)
+  local parts = {}
+  for i = 1, #list do
+    local s = list[i]
+    parts[i] = #s .. ':' .. s
+  end
+  return table.concat(parts)
+end
+
+-- unframe splits a framed string, or returns nil when it is not one.
+local function unframe(raw)
+  if type(raw) ~= 'string' then
+    return nil
+  end
+  local out, pos, n = {}, 1, #raw
+  while pos <= n do
+    local colon = string.find(raw, ':', pos, true)
+    if not colon or colon == pos or colon - pos > 10 then
+      return nil
+    end
+    local digits = string.sub(raw, pos, colon - 1)
+    if not string.find(digits, '^%d+$') then
+      return nil
+    end
+    local stop = colon + tonumber(digits)
+    if stop > n then
+      return nil
+    end
+    out[#out + 1] = string.sub(raw, colon + 1, stop)
+    pos = stop + 1
+  end
+  return out
+end
+
+-- lenc makes a string self-delimiting, so concatenations of them are
+-- unambiguous and no list prefix is a prefix of another.
+local function lenc(s)
+  return #s .. ':' .. s
+end
+
+local function seq16(seq)
+  return string.format('%016d', tonumber(seq))
+end
+
+-- queue_prefix names the claim queue of one site, owner and kind; "self"
+-- jobs are kept apart because only the owner's own devices may take them.
+local function queue_prefix(site, owner, kind, self)
+  local class = 'p'
+  if self then
+    class = 's'
+  end
+  return lenc(site) .. lenc(owner) .. lenc(kind) .. class .. '|'
+end
+
+local function list_prefix(name)
+  return lenc(name) .. '|'
+end
+
+-- lex_range returns the ZRANGEBYLEX bounds of the members starting with a
+-- prefix that ends in '|'.
+local function lex_range(prefix)
+  return '[' .. prefix, '(' .. string.sub(prefix, 1, -2) .. '}'
+end
+
+-- Job records. Fields after the last named one are the refusing runners.
+local FIELDS = { 'v', 'site', 'seq', 'deadline', 'state', 'stub', 'qm', 'runner', 'cowner', 'device', 'lease', 'lexp', 'await', 'cancelled', 'disp' }
+local NFIELDS = #FIELDS
+
+local function is_int(s)
+  return type(s) == 'string' and string.find(s, '^%-?%d+$') ~= nil
+end
+
+-- decode_job returns the record, or nil when it is unreadable or of a format
+-- this code does not know: such a record is never acted on but by its
+-- deadline.
+local function decode_job(raw)
+  local f = unframe(raw)
+  if not f or #f < NFIELDS or f[1] ~= FORMAT then
+    return nil
+  end
+  local rec = { refused = {} }
+  for i = 2, NFIELDS do
+    rec[FIELDS[i]] = f[i]
+  end
+  for i = NFIELDS + 1, #f do
+    rec.refused[#rec.refused + 1] = f[i]
+  end
+  if not is_int(rec.seq) or not is_int(rec.deadline) then
+    return nil
+  end
+  if (rec.lexp ~= '' and not is_int(rec.lexp)) or (rec.await ~= '' and not is_int(rec.await)) then
+    return nil
+  end
+  return rec
+end
+
+local function encode_job(rec)
+  local f = { FORMAT }
+  for i = 2, NFIELDS do
+    f[i] = rec[FIELDS[i]]
+  end
+  for i = 1, #rec.refused do
+    f[NFIELDS + i] = rec.refused[i]
+  end
+  return frame(f)
+end
+
+local function save(id, rec)
+  redis.call('HSET', K.job, id, encode_job(rec))
+end
+
+-- load returns the job record and a word: 'ok', 'missing' or 'unreadable'.
+local function load(id)
+  local raw = redis.call('HGET', K.job, id)
+  if not raw then
+    return nil, 'missing'
+  end
+  local rec = decode_job(raw)
+  if not rec then
+    return nil, 'unreadable'
+  end
+  return rec, 'ok'
+end
+
+local function unreadable(id)
+  return redis.error_reply('RELAYD-UNREADABLE job record ' .. id .. ' is not in a format this relay reads')
+end
+
+local function site_member(rec, id)
+  return list_prefix(rec.site) .. seq16(rec.seq) .. id
+end
+
+local function runner_member(rec, id)
+  return list_prefix(rec.runner) .. seq16(rec.seq) .. id
+end
+
+-- refusal_member files a refusal next to the runner's other refusals in the
+-- same queue, in queue order, so a claim can step over them cheaply.
+local function refusal_member(runner, rec)
+  return lenc(runner) .. rec.qm
+end
+
+-- queue_in and queue_out put a job in its claim queue and take it out,
+-- keeping K.refusals to exactly the refusals of queued jobs: a claim relies
+-- on every refusal it reads standing for an entry of the queue.
+local function queue_in(rec)
+  redis.call('ZADD', K.queue, 0, rec.qm)
+  for _, r in ipairs(rec.refused) do
+    redis.call('ZADD', K.refusals, 0, refusal_member(r, rec))
+  end
+end
+
+local function queue_out(rec)
+  redis.call('ZREM', K.queue, rec.qm)
+  for _, r in ipairs(rec.refused) do
+    redis.call('ZREM', K.refusals, refusal_member(r, rec))
+  end
+end
+
+-- drop deletes a job with everything it holds, payload and result included.
+-- rec may be nil for a record this code cannot read: the id-keyed entries
+-- go, and a stale lex entry left behind is cleaned up by whoever meets it.
+local function drop(id, rec)
+  redis.call('HDEL', K.job, id)
+  redis.call('HDEL', K.payload, id)
+  redis.call('HDEL', K.result, id)
+  redis.call('ZREM', K.order, id)
+  redis.call('ZREM', K.deadline, id)
+  redis.call('ZREM', K.window, id)
+  redis.call('ZREM', K.lease, id)
+  if rec then
+    queue_out(rec)
+    local sm = site_member(rec, id)
+    redis.call('ZREM', K.awaiting, sm)
+    redis.call('ZREM', K.finished, sm)
+    if rec.runner ~= '' then
+      redis.call('ZREM', K.cancels, runner_member(rec, id))
+    end
+  end
+end
+
+-- requeue puts a job back in its queue at its original place, dropping the
+-- grant and the payload but keeping refusals, cancellation and any result.
+-- A cancelled job stays out of the queue: it is never offered again.
+local function requeue(id, rec)
+  redis.call('ZREM', K.window, id)
+  redis.call('ZREM', K.lease, id)
+  redis.call('ZREM', K.awaiting, site_member(rec, id))
+  if rec.runner ~= '' then
+    redis.call('ZREM', K.cancels, runner_member(rec, id))
+  end
+  redis.call('HDEL', K.payload, id)
+  rec.state = STATE_QUEUED
+  rec.runner, rec.cowner, rec.device, rec.lease, rec.lexp, rec.await = '', '', '', '', '', ''
+  if rec.cancelled ~= '1' then
+    queue_in(rec)
+  end
+  save(id, rec)
+end
+
+-- settle applies a job's passed deadlines at now (relayd G8): past its
+-- deadline the job is deleted; past its sealing window, or past its lease
+-- while ready or running, it goes back to the queue. Bounds are inclusive.
+-- It returns 'gone', 'requeued' or 'live'.
+local function settle(id, rec, now)
+  if tonumber(rec.deadline) <= now then
+    drop(id, rec)
+    return 'gone'
+  end
+  if rec.state == STATE_AWAITING then
+    if (tonumber(rec.await) or 0) <= now then
+      requeue(id, rec)
+      return 'requeued'
+    end
+  elseif (rec.state == STATE_READY or rec.state == STATE_RUNNING) and rec.runner ~= '' then
+    if (tonumber(rec.lexp) or 0) <= now then
+      requeue(id, rec)
+      return 'requeued'
+    end
+  end
+  return 'live'
+end
+
+-- live loads a job and settles it: it returns the record, or nil and
+-- 'missing' (absent or just dropped) or 'unreadable'.
+local function live(id, now)
+  local rec, how = load(id)
+  if not rec then
+    return nil, how
+  end
+  if settle(id, rec, now) == 'gone' then
+    return nil, 'missing'
+  end
+  return rec, 'ok'
+end
+
+-- holder_refusal checks a grant in the reference's order: not-holder covers
+-- an unclaimed job, then the lease id must match.
+local function holder_refusal(rec, runner, lease)
+  if rec.runner == '' or rec.runner ~= runner then
+    return 'not-holder'
+  end
+  if rec.lease ~= lease then
+    return 'stale-lease'
+  end
+  return nil
+end
+
+-- sweep applies the deadlines due at now, taking at most batch entries from
+-- each deadline index, and returns the requeued and the expired ids, each
+-- in first-enqueue order.
+local function sweep(now, batch)
+  local due, seen = {}, {}
+  for _, key in ipairs({ K.deadline, K.window, K.lease }) do
+    local ids = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, batch)
+    for _, id in ipairs(ids) do
+      if not seen[id] then
+        seen[id] = true
+        due[#due + 1] = { id = id, seq = tonumber(redis.call('ZSCORE', K.order, id)) or 0 }
+      end
+    end
+  end
+  table.sort(due, function(a, b)
+    if a.seq ~= b.seq then
+      return a.seq < b.seq
+    end
+    return a.id < b.id
+  end)
+  local requeued, expired = {}, {}
+  for _, d in ipairs(due) do
+    local rec, how = load(d.id)
+    if rec then
+      local out = settle(d.id, rec, now)
+      if out == 'gone' then
+        expired[#expired + 1] = d.id
+      elseif out == 'requeued' then
+        requeued[#requeued + 1] = d.id
+      end
+    elseif how == 'unreadable' then
+      -- Only the deadline is enforced on a record this code cannot read;
+      -- its other index entries are dropped so they cannot stall the sweep.
+      local dl = tonumber(redis.call('ZSCORE', K.deadline, d.id))
+      if dl and dl <= now then
+        drop(d.id, nil)
+        expired[#expired + 1] = d.id
+      else
+        redis.call('ZREM', K.window, d.id)
+        redis.call('ZREM', K.lease, d.id)
+      end
+    else
+      -- An index entry without a job: repair.
+      drop(d.id, nil)
+    end
+  end
+  return requeued, expired
+end
+
+-- valid_stub says whether a stored stub would decode as the JobStub it was
+-- written as; a claim hands out nothing else.
+local STUB_STRINGS = { 'id', 'kind', 'owner', 'site', 'audience', 'sizeClass' }
+local function valid_stub(raw, id)
+  local ok, v = pcall(cjson.decode, raw)
+  if not ok or type(v) ~= 'table' then
+    return false
+  end
+  for _, f in ipairs(STUB_STRINGS) do
+    if type(v[f]) ~= 'string' then
+      return false
+    end
+  end
+  if v.id ~= id or type(v.streaming) ~= 'boolean' then
+    return false
+  end
+  local d = v.deadlineAt
+  return type(d) == 'number' and d == math.floor(d) and d > -2 ^ 63 and d < 2 ^ 63
+end
+
+-- Remembered answers make a stamping write (one whose effect depends on the
+-- clock) safe to re-run: the caller passes a fresh request id per call, a
+-- re-run with the same id gets the first answer and changes nothing.
+local function remembered()
+  return redis.call('GET', K.req)
+end
+
+local function remember(answer)
+  redis.call('SET', K.req, answer, 'PX', REQ_TTL_MS)
+  return answer
+end
+
+-- Presence records: format, owner, device JSON, lastSeenAt.
+local function decode_presence(raw)
+  local f = unframe(raw)
+  if not f or #f < 4 or f[1] ~= FORMAT or not is_int(f[4]) then
+    return nil
+  end
+  return { owner = f[2], device = f[3], seen = f[4] }
+end
+
+local function encode_presence(p)
+  return frame({ FORMAT, p.owner, p.device, p.seen })
+end
+
+-- read_jobs returns, for each id, id, record, payload and result (false
+-- where absent), flat.
+local function read_jobs(ids)
+  local out = {}
+  for _, id in ipairs(ids) do
+    out[#out + 1] = id
+    out[#out + 1] = redis.call('HGET', K.job, id)
+    out[#out + 1] = redis.call('HGET', K.payload, id)
+    out[#out + 1] = redis.call('HGET', K.result, id)
+  end
+  return out
+end
+
+-- id_of strips a lex member's list prefix and sequence.
+local function id_of(member, prefix)
+  return string.sub(member, #prefix + 17)
+end

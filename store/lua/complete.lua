@@ -1,0 +1,34 @@
+-- complete: record a job's result once, under the current grant.
+-- ARGV: job id, runner, lease id, result JSON, disposition.
+-- Reply: {'ok', duplicate '1'|'0'} or {'refused', code}.
+-- Re-run: the job is done under the same grant, so the re-run is a
+-- duplicate and overwrites nothing.
+local now = clock_now()
+local id, runner, lease, result, disposition = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+
+local rec, how = live(id, now)
+if how == 'unreadable' then
+  return unreadable(id)
+end
+if not rec then
+  return { 'refused', 'not-found' }
+end
+local no = holder_refusal(rec, runner, lease)
+if no then
+  return { 'refused', no }
+end
+if rec.state == STATE_DONE then
+  return { 'ok', '1' }
+end
+-- Leave the sealing-window and lease indexes: a done job is never requeued.
+redis.call('ZREM', K.window, id)
+redis.call('ZREM', K.lease, id)
+redis.call('ZREM', K.awaiting, site_member(rec, id))
+redis.call('ZREM', K.cancels, runner_member(rec, id))
+redis.call('HSET', K.result, id, result)
+redis.call('ZADD', K.finished, 0, site_member(rec, id))
+rec.state = STATE_DONE
+rec.await = ''
+rec.disp = disposition
+save(id, rec)
+return { 'ok', '0' }

@@ -1,0 +1,17 @@
+-- everyone (read): a page of presences in first-pair order.
+-- ARGV: exclusive lower bound on the pairing sequence ('' for the start),
+-- page size.
+-- Reply: flat {runner, seq, record}...
+local after, n = ARGV[1], tonumber(ARGV[2])
+local lo = '-inf'
+if after ~= '' then
+  lo = '(' .. after
+end
+local page = redis.call('ZRANGEBYSCORE', K.paired, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, n)
+local out = {}
+for i = 1, #page, 2 do
+  out[#out + 1] = page[i]
+  out[#out + 1] = page[i + 1]
+  out[#out + 1] = redis.call('HGET', K.presence, page[i])
+end
+return out

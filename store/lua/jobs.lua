@@ -1,0 +1,19 @@
+-- jobs (read): a page of jobs in first-enqueue order.
+-- ARGV: exclusive lower bound on the sequence ('' for the start), page size.
+-- Reply: flat {id, seq, record, payload, result}...
+local after, n = ARGV[1], tonumber(ARGV[2])
+local lo = '-inf'
+if after ~= '' then
+  lo = '(' .. after
+end
+local page = redis.call('ZRANGEBYSCORE', K.order, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, n)
+local out = {}
+for i = 1, #page, 2 do
+  local id = page[i]
+  out[#out + 1] = id
+  out[#out + 1] = page[i + 1]
+  out[#out + 1] = redis.call('HGET', K.job, id)
+  out[#out + 1] = redis.call('HGET', K.payload, id)
+  out[#out + 1] = redis.call('HGET', K.result, id)
+end
+return out

@@ -1,0 +1,62 @@
+package lua
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestScripts checks every operation loads, names only keys it receives,
+// and that each write reads the clock exactly once, before anything else.
+func TestScripts(t *testing.T) {
+	keyRef := regexp.MustCompile(`\bK\.([a-z_]+)`)
+	for _, name := range Names() {
+		s, err := Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := files.ReadFile(name + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The shared helpers may name the request key; only a remembering
+		// operation may use them that way.
+		for _, m := range keyRef.FindAllStringSubmatch(string(body), -1) {
+			k := m[1]
+			if !slices.Contains(Keys(), k) && !(k == "req" && s.Remembers) {
+				t.Errorf("%s uses K.%s, which it is not passed", name, k)
+			}
+		}
+		calls := strings.Count(string(body), "clock_now()")
+		if !s.ReadOnly || name == Now {
+			if calls != 1 {
+				t.Errorf("%s reads the clock %d times, want once", name, calls)
+			}
+			code := strings.TrimSpace(regexp.MustCompile(`(?m)^--.*$`).ReplaceAllString(string(body), ""))
+			if !strings.HasPrefix(code, "local now = clock_now()") && !strings.HasPrefix(code, "return clock_now()") {
+				t.Errorf("%s does not read the clock first", name)
+			}
+		} else if calls != 0 {
+			t.Errorf("read %s reads the clock", name)
+		}
+		if s.Remembers != strings.Contains(string(body), "remember(") {
+			t.Errorf("%s: Remembers is %v but the script says otherwise", name, s.Remembers)
+		}
+		if !strings.Contains(s.Source, "KEYS[") {
+			t.Errorf("%s has no key header", name)
+		}
+	}
+	common, _ := files.ReadFile("common.lua")
+	for _, m := range keyRef.FindAllStringSubmatch(string(common), -1) {
+		if !slices.Contains(Keys(), m[1]) && m[1] != "req" {
+			t.Errorf("common.lua uses K.%s, which no script is passed", m[1])
+		}
+	}
+	if _, err := Load("common"); err == nil {
+		t.Error("the shared helpers are not an operation")
+	}
+	if _, err := Load("nope"); err == nil {
+		t.Error("unknown operation loaded")
+	}
+}

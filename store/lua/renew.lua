@@ -1,0 +1,36 @@
+-- renew: extend each named grant the runner still holds to now + leaseMs.
+-- The sealing window is never extended.
+-- ARGV: runner, leaseMs, then (job id, lease id) pairs.
+-- Reply: {'ok', framed [job id, 'renewed'|'lost', expiresAt|'']...}.
+-- Re-run: the answer is remembered under the request id (K.req), so a
+-- re-run neither moves an expiry again nor changes its answer.
+local now = clock_now()
+local memo = remembered()
+if memo then
+  return { 'ok', memo }
+end
+
+local runner, lease_ms = ARGV[1], tonumber(ARGV[2])
+local out = {}
+for i = 3, #ARGV - 1, 2 do
+  local id, lease = ARGV[i], ARGV[i + 1]
+  local rec, how = live(id, now)
+  if how == 'unreadable' then
+    return unreadable(id)
+  end
+  if rec and not holder_refusal(rec, runner, lease) then
+    rec.lexp = ms(now + lease_ms)
+    save(id, rec)
+    if rec.state == STATE_READY or rec.state == STATE_RUNNING then
+      redis.call('ZADD', K.lease, rec.lexp, id)
+    end
+    out[#out + 1] = id
+    out[#out + 1] = 'renewed'
+    out[#out + 1] = rec.lexp
+  else
+    out[#out + 1] = id
+    out[#out + 1] = 'lost'
+    out[#out + 1] = ''
+  end
+end
+return { 'ok', remember(frame(out)) }

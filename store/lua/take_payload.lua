@@ -1,0 +1,31 @@
+-- take_payload: hand the sealed payload to the job's holder and mark the
+-- job running.
+-- ARGV: job id, runner, lease id.
+-- Reply: {'ok', payload JSON} or {'refused', code}.
+-- Re-run: a running job stays running and the same payload comes back.
+local now = clock_now()
+local id, runner, lease = ARGV[1], ARGV[2], ARGV[3]
+
+local rec, how = live(id, now)
+if how == 'unreadable' then
+  return unreadable(id)
+end
+if not rec then
+  return { 'refused', 'not-found' }
+end
+local no = holder_refusal(rec, runner, lease)
+if no then
+  return { 'refused', no }
+end
+if rec.state == STATE_DONE then
+  return { 'refused', 'finished' } -- relayd G9: a finished job is never reopened
+end
+local payload = redis.call('HGET', K.payload, id)
+if not payload then
+  return { 'refused', 'not-ready' }
+end
+if rec.state ~= STATE_RUNNING then
+  rec.state = STATE_RUNNING
+  save(id, rec)
+end
+return { 'ok', payload }

@@ -1,0 +1,369 @@
+package valkey
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// Benchmarks run against a real server (see internal/valkeytest) with the
+// store clock pinned, so nothing falls due while they run. docs/performance.md
+// has the figures and how to reproduce them.
+
+func benchStore(b *testing.B) (*Store, valkey.Client) {
+	b.Helper()
+	srv := valkeytest.Start(b)
+	client := srv.Client(b)
+	s := newTestStore(b, client)
+	pinClock(b, s)
+	return s, client
+}
+
+// fill enqueues n jobs through the real enqueue script, pipelined, ids
+// tag-0..tag-(n-1), owned by owner.
+func fill(b *testing.B, s *Store, tag, owner string, from, to int) {
+	b.Helper()
+	ctx := context.Background()
+	now, err := s.Now(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const chunk = 5000
+	for lo := from; lo < to; lo += chunk {
+		hi := min(lo+chunk, to)
+		execs := make([]valkey.LuaExec, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			st := protocol.JobStub{ID: tag + "-" + strconv.Itoa(i), Kind: protocol.KindGenerate, Owner: owner, Site: "SITE",
+				Audience: protocol.AudiencePublic, SizeClass: "small", DeadlineAt: now + 24*time.Hour.Milliseconds()}
+			c, err := enqueueCall(s, store.EnqueueInput{SiteID: testSite, Stub: st})
+			if err != nil {
+				b.Fatal(err)
+			}
+			execs = append(execs, valkey.LuaExec{Keys: c.keys, Args: c.args})
+		}
+		for _, r := range s.scripts["enqueue"].run.ExecMulti(ctx, s.client, execs...) {
+			if err := r.Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func usedMemory(b *testing.B, c valkey.Client) int64 {
+	b.Helper()
+	info, err := c.Do(context.Background(), c.B().Info().Section("memory").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO")
+	return 0
+}
+
+// BenchmarkClaimWithQueued measures one claim while 1k to 1M jobs sit
+// queued for an owner nobody serves: "grant" claims one job of the served
+// owner, "empty" finds nothing. Both must stay flat as the backlog grows.
+// It also reports the memory each queued job takes (INFO used_memory).
+func BenchmarkClaimWithQueued(b *testing.B) {
+	s, client := benchStore(b)
+	have := 0
+	for _, n := range []int{1_000, 10_000, 100_000, 1_000_000} {
+		before := usedMemory(b, client)
+		fill(b, s, "idle", "nobody", have, n)
+		perJob := float64(usedMemory(b, client)-before) / float64(n-have)
+		have = n
+		name := strconv.Itoa(n/1000) + "k"
+		if n >= 1_000_000 {
+			name = strconv.Itoa(n/1_000_000) + "M"
+		}
+		b.Run("queued="+name+"/grant", func(b *testing.B) {
+			fill(b, s, "work-"+name+"-"+strconv.Itoa(b.N), "alice", 0, b.N)
+			in := claimInput("r1", 1)
+			in.Routes = []store.Route{{SiteID: testSite, Owner: "alice"}}
+			b.ResetTimer()
+			for range b.N {
+				got, err := s.Claim(context.Background(), in)
+				if err != nil || len(got) != 1 {
+					b.Fatalf("claim: %v %d", err, len(got))
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(perJob, "B/queued-job")
+		})
+		b.Run("queued="+name+"/empty", func(b *testing.B) {
+			in := claimInput("r1", 64)
+			in.Routes = []store.Route{{SiteID: testSite, Owner: "dave"}}
+			for range b.N {
+				got, err := s.Claim(context.Background(), in)
+				if err != nil || len(got) != 0 {
+					b.Fatalf("claim: %v %d", err, len(got))
+				}
+			}
+		})
+	}
+	for _, k := range []string{"job", "order", "deadline", "queue"} {
+		n, err := client.Do(context.Background(), client.B().MemoryUsage().Key(s.prefix+k).Samples(0).Build()).AsInt64()
+		if err == nil {
+			b.Logf("MEMORY USAGE %s (1M+ jobs): %d bytes, %.0f B/job", k, n, float64(n)/float64(have))
+		}
+	}
+}
+
+// claimedN enqueues and claims n jobs for r1, returning the grants. The
+// jobs belong to an owner of their own, so earlier rounds do not interfere.
+func claimedN(b *testing.B, s *Store, tag string, n int) []protocol.ClaimedStub {
+	b.Helper()
+	fill(b, s, tag, "owner-"+tag, 0, n)
+	in := claimInput("r1", protocol.MaxClaim)
+	in.Owner = "owner-" + tag
+	in.Routes = []store.Route{{SiteID: testSite, Owner: "owner-" + tag}}
+	var out []protocol.ClaimedStub
+	for len(out) < n {
+		got, err := s.Claim(context.Background(), in)
+		if err != nil || len(got) == 0 {
+			b.Fatalf("claim: %v", err)
+		}
+		out = append(out, got...)
+	}
+	return out
+}
+
+func sealAll(b *testing.B, s *Store, cs []protocol.ClaimedStub) {
+	b.Helper()
+	for _, c := range cs {
+		if err := s.Seal(context.Background(), store.SealInput{JobID: c.ID, SiteID: testSite, Envelope: env("payload", c.ID)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOperations measures each operation once per iteration on an
+// otherwise small store.
+func BenchmarkOperations(b *testing.B) {
+	s, _ := benchStore(b)
+	ctx := context.Background()
+	round := 0
+	tag := func() string { round++; return "r" + strconv.Itoa(round) }
+
+	b.Run("Now", func(b *testing.B) {
+		for range b.N {
+			if _, err := s.Now(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Enqueue", func(b *testing.B) {
+		t := tag()
+		now, _ := s.Now(ctx)
+		for i := range b.N {
+			st := protocol.JobStub{ID: t + "-" + strconv.Itoa(i), Kind: protocol.KindGenerate, Owner: "erin", Site: "SITE",
+				Audience: protocol.AudiencePublic, SizeClass: "small", DeadlineAt: now + time.Hour.Milliseconds()}
+			if _, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Stub: st}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Claim64", func(b *testing.B) {
+		fill(b, s, tag(), "frank", 0, b.N*64)
+		in := claimInput("r1", 64)
+		in.Routes = []store.Route{{SiteID: testSite, Owner: "frank"}}
+		b.ResetTimer()
+		for range b.N {
+			if got, err := s.Claim(ctx, in); err != nil || len(got) != 64 {
+				b.Fatalf("claim: %v", err)
+			}
+		}
+	})
+	b.Run("Seal", func(b *testing.B) {
+		cs := claimedN(b, s, tag(), b.N)
+		b.ResetTimer()
+		sealAll(b, s, cs[:b.N])
+	})
+	b.Run("TakePayload", func(b *testing.B) {
+		cs := claimedN(b, s, tag(), b.N)
+		sealAll(b, s, cs)
+		b.ResetTimer()
+		for _, c := range cs[:b.N] {
+			if _, err := s.TakePayload(ctx, leaseOf(c)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Complete", func(b *testing.B) {
+		cs := claimedN(b, s, tag(), b.N)
+		b.ResetTimer()
+		for _, c := range cs[:b.N] {
+			if _, err := s.Complete(ctx, store.CompleteInput{LeaseInput: leaseOf(c), Envelope: env("result", c.ID), Disposition: "ok"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Release", func(b *testing.B) {
+		cs := claimedN(b, s, tag(), b.N)
+		b.ResetTimer()
+		for _, c := range cs[:b.N] {
+			if _, err := s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, Reason: "refused"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Renew", func(b *testing.B) {
+		cs := claimedN(b, s, tag(), 8)
+		var refs []protocol.LeaseRef
+		for _, c := range cs {
+			refs = append(refs, protocol.LeaseRef{JobID: c.ID, LeaseID: c.Lease.ID})
+		}
+		b.ResetTimer()
+		for range b.N {
+			if _, err := s.RenewLeases(ctx, store.RenewInput{RunnerID: "r1", Leases: refs[:8], LeaseMs: 60_000}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Cancel", func(b *testing.B) {
+		t := tag()
+		fill(b, s, t, "gina", 0, b.N)
+		b.ResetTimer()
+		for i := range b.N {
+			if _, err := s.Cancel(ctx, store.CancelInput{JobID: t + "-" + strconv.Itoa(i), SiteID: testSite}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("CancelRequests", func(b *testing.B) {
+		for range b.N {
+			if _, err := s.CancelRequests(ctx, "r1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Seen", func(b *testing.B) {
+		for i := range b.N {
+			if _, err := s.Seen(ctx, store.SeenInput{RunnerID: "runner-" + strconv.Itoa(i%1000), Owner: "alice", Device: testDevice}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Touch", func(b *testing.B) {
+		for i := range b.N {
+			if _, err := s.Touch(ctx, "runner-"+strconv.Itoa(i%1000)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Sweep/nothing-due", func(b *testing.B) {
+		for range b.N {
+			if _, err := s.Sweep(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Job", func(b *testing.B) {
+		for range b.N {
+			if _, _, err := s.Job(ctx, "r2-0"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Jobs100", func(b *testing.B) {
+		for range b.N {
+			if _, err := s.Jobs(ctx, 100); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Awaiting", func(b *testing.B) {
+		for range b.N {
+			if _, err := s.Awaiting(ctx, "site-without-jobs"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Finished", func(b *testing.B) {
+		for range b.N {
+			if _, err := s.Finished(ctx, "site-without-jobs"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Presence", func(b *testing.B) {
+		for range b.N {
+			if _, _, err := s.Presence(ctx, "runner-1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Everyone100", func(b *testing.B) {
+		for range b.N {
+			if _, err := s.Everyone(ctx, 100); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkClaimPastRefused measures a claim that must step over jobs the
+// runner refused (they stay queued for others) before it finds one to
+// grant: the one case where a claim's work grows with what it skips.
+func BenchmarkClaimPastRefused(b *testing.B) {
+	for _, refused := range []int{10, 100, 1000, 10000} {
+		b.Run("refused="+strconv.Itoa(refused), func(b *testing.B) {
+			s, _ := benchStore(b)
+			ctx := context.Background()
+			cs := claimedN(b, s, "head", refused)
+			var refs []protocol.LeaseRef
+			for _, c := range cs {
+				refs = append(refs, protocol.LeaseRef{JobID: c.ID, LeaseID: c.Lease.ID})
+			}
+			if _, err := s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: "r1", Leases: refs, Reason: protocol.ReasonRefused}); err != nil {
+				b.Fatal(err)
+			}
+			fill(b, s, "tail", "owner-head", 0, b.N)
+			in := claimInput("r1", 1)
+			in.Owner = "owner-head"
+			in.Routes = []store.Route{{SiteID: testSite, Owner: "owner-head"}}
+			b.ResetTimer()
+			for range b.N {
+				if got, err := s.Claim(ctx, in); err != nil || len(got) != 1 {
+					b.Fatalf("claim: %v %d", err, len(got))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSweepDue measures a sweep that finds a full batch of expired
+// jobs, per job settled.
+func BenchmarkSweepDue(b *testing.B) {
+	s, _ := benchStore(b)
+	ctx := context.Background()
+	for i := range b.N {
+		b.StopTimer()
+		t := fmt.Sprintf("due%d", i)
+		fill(b, s, t, "harry", 0, sweepBatch)
+		advance(b, s, 25*time.Hour)
+		b.StartTimer()
+		res, err := s.Sweep(ctx)
+		if err != nil || len(res.Expired) != sweepBatch {
+			b.Fatalf("sweep: %v %d", err, len(res.Expired))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*sweepBatch), "ns/job-settled")
+}

@@ -1,0 +1,137 @@
+package valkey
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// recordFormat is the job and presence record format these scripts write
+// and read; store/lua/common.lua holds the same constant.
+const recordFormat = "1"
+
+// Field positions of a job record, as common.lua's FIELDS lists them.
+// Fields past fieldDisp are the runners that refused the job.
+const (
+	fieldVersion = iota
+	fieldSite
+	fieldSeq
+	fieldDeadline
+	fieldState
+	fieldStub
+	fieldQueueMember
+	fieldRunner
+	fieldClaimOwner
+	fieldDevice
+	fieldLease
+	fieldLeaseExpiry
+	fieldAwaiting
+	fieldCancelled
+	fieldDisp
+	jobFields
+)
+
+// frame joins strings as <length>:<bytes>..., the framing the scripts use
+// for records and remembered answers.
+func frame(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(strconv.Itoa(len(p)))
+		b.WriteByte(':')
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+var errBadFrame = errors.New("malformed framed value")
+
+// unframe splits a framed string.
+func unframe(raw string) ([]string, error) {
+	out := []string{}
+	for len(raw) > 0 {
+		colon := strings.IndexByte(raw, ':')
+		if colon <= 0 || colon > 10 {
+			return nil, errBadFrame
+		}
+		n, err := strconv.Atoi(raw[:colon])
+		if err != nil || n < 0 || colon+1+n > len(raw) {
+			return nil, errBadFrame
+		}
+		out = append(out, raw[colon+1:colon+1+n])
+		raw = raw[colon+1+n:]
+	}
+	return out, nil
+}
+
+// errUnreadable marks a record in a format this code does not read.
+var errUnreadable = errors.New("record is not in a format this relay reads")
+
+// decodeJob builds a store.Job from its stored parts. A stub that no longer
+// decodes is reported as far as it goes (reads show what is stored; a
+// claim never hands such a job out), but an unreadable record is an error.
+func decodeJob(id, raw string, payload, result *string) (store.Job, error) {
+	f, err := unframe(raw)
+	if err != nil || len(f) < jobFields || f[fieldVersion] != recordFormat {
+		return store.Job{}, fmt.Errorf("job %q: %w", id, errUnreadable)
+	}
+	j := store.Job{
+		ID:          id,
+		SiteID:      f[fieldSite],
+		State:       store.State(f[fieldState]),
+		RefusedBy:   append([]string{}, f[jobFields:]...),
+		Cancelled:   f[fieldCancelled] == "1",
+		Disposition: f[fieldDisp],
+	}
+	if err := json.Unmarshal([]byte(f[fieldStub]), &j.Stub); err != nil {
+		j.Stub = protocol.JobStub{ID: id}
+	}
+	if f[fieldAwaiting] != "" {
+		if j.AwaitingUntil, err = strconv.ParseInt(f[fieldAwaiting], 10, 64); err != nil {
+			return store.Job{}, fmt.Errorf("job %q: awaiting-until: %w", id, err)
+		}
+	}
+	if f[fieldRunner] != "" {
+		c := &store.Claim{RunnerID: f[fieldRunner], Owner: f[fieldClaimOwner], LeaseID: f[fieldLease]}
+		if c.LeaseExpiresAt, err = strconv.ParseInt(f[fieldLeaseExpiry], 10, 64); err != nil {
+			return store.Job{}, fmt.Errorf("job %q: lease expiry: %w", id, err)
+		}
+		if err := json.Unmarshal([]byte(f[fieldDevice]), &c.Device); err != nil {
+			return store.Job{}, fmt.Errorf("job %q: device: %w", id, err)
+		}
+		j.ClaimedBy = c
+	}
+	if payload != nil {
+		j.Payload = new(protocol.SealedEnvelope)
+		if err := json.Unmarshal([]byte(*payload), j.Payload); err != nil {
+			return store.Job{}, fmt.Errorf("job %q: payload: %w", id, err)
+		}
+	}
+	if result != nil {
+		j.Result = new(protocol.SealedEnvelope)
+		if err := json.Unmarshal([]byte(*result), j.Result); err != nil {
+			return store.Job{}, fmt.Errorf("job %q: result: %w", id, err)
+		}
+	}
+	return j, nil
+}
+
+// decodePresence builds a store.Presence from its stored record.
+func decodePresence(runner, raw string) (store.Presence, error) {
+	f, err := unframe(raw)
+	if err != nil || len(f) < 4 || f[0] != recordFormat {
+		return store.Presence{}, fmt.Errorf("presence %q: %w", runner, errUnreadable)
+	}
+	p := store.Presence{RunnerID: runner, Owner: f[1]}
+	if err := json.Unmarshal([]byte(f[2]), &p.Device); err != nil {
+		return store.Presence{}, fmt.Errorf("presence %q: device: %w", runner, err)
+	}
+	if p.LastSeenAt, err = strconv.ParseInt(f[3], 10, 64); err != nil {
+		return store.Presence{}, fmt.Errorf("presence %q: last seen: %w", runner, err)
+	}
+	return p, nil
+}

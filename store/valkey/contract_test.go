@@ -1,0 +1,133 @@
+package valkey
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/storetest"
+)
+
+// TestContract runs the whole store contract against one standalone server,
+// each case under its own key prefix.
+func TestContract(t *testing.T) {
+	srv := valkeytest.Start(t)
+	client := srv.Client(t)
+	storetest.Run(t, func(t *testing.T) storetest.Harness { return harness(t, client) })
+}
+
+// TestContractCluster runs the whole contract against a three-primary
+// cluster through valkey-go's cluster client.
+func TestContractCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster start-up skipped in -short mode")
+	}
+	srv := valkeytest.StartCluster(t)
+	client := srv.Client(t)
+	storetest.Run(t, func(t *testing.T) storetest.Harness { return harness(t, client) })
+}
+
+// harness builds an empty store under a fresh prefix on a shared client.
+// Its clock is pinned at the server's time and moves only by Advance, as
+// the contract's exact stamps need: two calls a millisecond apart would
+// otherwise disagree. The tests in valkey_test.go cover the running TIME.
+func harness(t *testing.T, client valkey.Client) storetest.Harness {
+	s := newTestStore(t, client)
+	pinClock(t, s)
+	return storetest.Harness{
+		Store:               s,
+		Advance:             func(t *testing.T, d time.Duration) { advance(t, s, d) },
+		WriteUnparseableJob: func(t *testing.T, id, site, owner, kind string) { writeLegacyJob(t, s, id, site, owner, kind) },
+	}
+}
+
+func newTestStore(t testing.TB, client valkey.Client) *Store {
+	t.Helper()
+	s, err := NewFromClient(client, valkeytest.Prefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// pinClock stops the store clock at its current reading.
+func pinClock(t testing.TB, s *Store) {
+	t.Helper()
+	now, err := s.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.client
+	if err := c.Do(t.Context(), c.B().Set().Key(ClockKey(s.prefix)).Value("@"+strconv.FormatInt(now, 10)).Build()).Error(); err != nil {
+		t.Fatalf("pinning the store clock: %v", err)
+	}
+}
+
+// advance moves the store clock through the test-only clock key, whether
+// it is pinned or running with an offset.
+func advance(t testing.TB, s *Store, d time.Duration) {
+	t.Helper()
+	c, key := s.client, ClockKey(s.prefix)
+	v, err := c.Do(t.Context(), c.B().Get().Key(key).Build()).ToString()
+	if err != nil && !valkey.IsValkeyNil(err) {
+		t.Fatalf("reading the clock lever: %v", err)
+	}
+	if pinned, ok := strings.CutPrefix(v, "@"); ok {
+		at, err := strconv.ParseInt(pinned, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Do(t.Context(), c.B().Set().Key(key).Value("@"+strconv.FormatInt(at+d.Milliseconds(), 10)).Build()).Error()
+		if err != nil {
+			t.Fatalf("advancing the store clock: %v", err)
+		}
+		return
+	}
+	if err := c.Do(t.Context(), c.B().Incrby().Key(key).Increment(d.Milliseconds()).Build()).Error(); err != nil {
+		t.Fatalf("advancing the store clock: %v", err)
+	}
+}
+
+// writeLegacyJob stores a queued job whose stub was written before stubs
+// carried a site, as an older writer would have left it: the record is
+// enqueued properly, then its stub is replaced.
+func writeLegacyJob(t testing.TB, s *Store, id, site, owner, kind string) {
+	t.Helper()
+	now, err := s.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub := protocol.JobStub{ID: id, Kind: kind, Owner: owner, Site: site, Audience: protocol.AudiencePublic, SizeClass: "small", DeadlineAt: now + time.Hour.Milliseconds()}
+	if _, err := s.Enqueue(t.Context(), store.EnqueueInput{SiteID: site, Stub: stub}); err != nil {
+		t.Fatal(err)
+	}
+	legacy, _ := json.Marshal(map[string]any{"id": id, "kind": kind, "owner": owner, "audience": "public", "sizeClass": "small", "streaming": false, "deadlineAt": stub.DeadlineAt})
+	rewriteRecord(t, s, id, func(f []string) []string { f[fieldStub] = string(legacy); return f })
+}
+
+// rewriteRecord edits a stored job record in place.
+func rewriteRecord(t testing.TB, s *Store, id string, edit func([]string) []string) {
+	t.Helper()
+	c := s.client
+	raw, err := c.Do(t.Context(), c.B().Hget().Key(s.prefix+"job").Field(id).Build()).ToString()
+	if err != nil {
+		t.Fatalf("reading record %s: %v", id, err)
+	}
+	f, err := unframe(raw)
+	if err != nil {
+		t.Fatalf("record %s: %v", id, err)
+	}
+	if err := c.Do(t.Context(), c.B().Hset().Key(s.prefix+"job").FieldValue().FieldValue(id, frame(edit(f)...)).Build()).Error(); err != nil {
+		t.Fatalf("writing record %s: %v", id, err)
+	}
+}

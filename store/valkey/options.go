@@ -1,0 +1,139 @@
+package valkey
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// DefaultPrefix is the key prefix when Options.KeyPrefix is empty.
+const DefaultPrefix = "relayd:{relayd}:"
+
+// Options says how to reach Valkey. Standalone, Sentinel and Cluster
+// deployments all work because every call's keys share one hash slot.
+type Options struct {
+	// Addrs are the server addresses (host:port): the server, the Sentinels
+	// when SentinelMasterSet is set, or cluster seed nodes when Cluster is.
+	Addrs []string
+	// Username and Password authenticate to the server (ACL or legacy AUTH).
+	Username string
+	Password string
+	// TLS, when set, is used for every connection.
+	TLS *tls.Config
+	// SentinelMasterSet names the Sentinel master set; Addrs are then
+	// Sentinels. SentinelUsername and SentinelPassword authenticate to them.
+	SentinelMasterSet string
+	SentinelUsername  string
+	SentinelPassword  string
+	// Cluster connects as a Valkey Cluster client. All of one relay's
+	// routing keys share one hash tag, so a cluster gives compatibility and
+	// failover, not sharding of that state.
+	Cluster bool
+	// KeyPrefix starts every key; it must contain a non-empty hash tag
+	// ("{...}"). Relays sharing a prefix share routing state. Empty means
+	// DefaultPrefix.
+	KeyPrefix string
+	// MaxRetries is how often a command that failed on the connection is
+	// retried before the store reports an error (0 means 3; negative means
+	// never). Every script is safe to re-run.
+	MaxRetries int
+	// DialTimeout bounds connecting (0 means valkey-go's default).
+	DialTimeout time.Duration
+}
+
+// ValidatePrefix checks that a key prefix carries a hash tag, so that all
+// keys of one call land in one slot.
+func ValidatePrefix(prefix string) error {
+	open := strings.IndexByte(prefix, '{')
+	if open < 0 {
+		return fmt.Errorf("valkey store: key prefix %q has no hash tag: put one in braces, e.g. %q", prefix, DefaultPrefix)
+	}
+	end := strings.IndexByte(prefix[open+1:], '}')
+	if end <= 0 {
+		return fmt.Errorf("valkey store: key prefix %q has no non-empty hash tag: put one in braces, e.g. %q", prefix, DefaultPrefix)
+	}
+	return nil
+}
+
+// clientOption maps Options onto valkey-go's client options.
+func (o Options) clientOption() (valkey.ClientOption, error) {
+	if len(o.Addrs) == 0 {
+		return valkey.ClientOption{}, errors.New("valkey store: no server address")
+	}
+	retries := o.MaxRetries
+	if retries == 0 {
+		retries = 3
+	}
+	opt := valkey.ClientOption{
+		InitAddress: append([]string(nil), o.Addrs...),
+		Username:    o.Username,
+		Password:    o.Password,
+		TLSConfig:   o.TLS,
+		// The store never uses client-side caching.
+		DisableCache: true,
+		ClientName:   "relayd",
+		// Bounded retries: a relay answers 503 rather than hang when the
+		// server is gone; each script is safe to re-run.
+		RetryDelay: func(attempts int, _ valkey.Completed, _ error) time.Duration {
+			if attempts > retries {
+				return -1
+			}
+			return time.Duration(attempts) * 20 * time.Millisecond
+		},
+	}
+	if retries < 0 {
+		opt.DisableRetry = true
+	}
+	opt.Dialer.Timeout = o.DialTimeout
+	switch {
+	case o.SentinelMasterSet != "":
+		if o.Cluster {
+			return valkey.ClientOption{}, errors.New("valkey store: Sentinel and Cluster are exclusive")
+		}
+		opt.Sentinel = valkey.SentinelOption{
+			MasterSet: o.SentinelMasterSet,
+			Username:  o.SentinelUsername,
+			Password:  o.SentinelPassword,
+			TLSConfig: o.TLS,
+		}
+	case !o.Cluster:
+		opt.ForceSingleClient = true
+	}
+	return opt, nil
+}
+
+// New connects to Valkey, loads the scripts and returns the store, which
+// owns the connection and closes it on Close.
+func New(ctx context.Context, o Options) (*Store, error) {
+	prefix := o.KeyPrefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	opt, err := o.clientOption()
+	if err != nil {
+		return nil, err
+	}
+	client, err := valkey.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("valkey store: connecting to %v: %w", o.Addrs, err)
+	}
+	s, err := NewFromClient(client, prefix)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	s.owned = true
+	if err := s.Ping(ctx); err != nil {
+		client.Close()
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,649 @@
+// Package valkey is the RoutingStore on Valkey (or any Valkey-protocol
+// server such as Redis 7): thin Go around the scripts of store/lua.
+//
+// Every operation is one atomic script. The scripts read the clock with
+// TIME, so Valkey is the only clock: no Go clock is ever consulted for a
+// deadline. Go builds the keys and arguments, generates lease ids and
+// request ids, and decodes answers; it decides nothing a script should.
+//
+// All keys live under one prefix carrying a hash tag, so every call's keys
+// share one slot and the store runs on standalone Valkey, Sentinel and
+// Valkey Cluster alike (a cluster then gives failover, not sharding of one
+// relay's routing state).
+//
+// Deploy with maxmemory-policy noeviction (an evicted index entry would
+// lose a job) and AOF persistence. An asynchronous failover can lose the
+// last writes: a job may return to an earlier state and be granted again
+// under a new lease, but fencing by lease id means no result is ever
+// accepted from a grant the store no longer holds.
+package valkey
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/lua"
+)
+
+const (
+	// maxGrants caps one claim; the protocol asks for at most
+	// protocol.MaxClaim.
+	maxGrants = 1024
+	// sweepBatch is how many due entries per deadline index one Sweep
+	// settles; claimSweepBatch is the smaller share a claim takes on.
+	sweepBatch      = 512
+	claimSweepBatch = 64
+	// readPage is how many records one read script returns, so a large
+	// listing never blocks the server for long.
+	readPage = 500
+)
+
+// Store is the Valkey RoutingStore. It is safe for concurrent use.
+type Store struct {
+	client  valkey.Client
+	owned   bool
+	prefix  string
+	keys    []string
+	scripts map[string]*script
+
+	// onCall, when set (by tests), sees every script call before it runs.
+	onCall func(call)
+}
+
+var _ store.RoutingStore = (*Store)(nil)
+
+type script struct {
+	lua.Script
+	run *valkey.Lua
+}
+
+// call is one script invocation with its full keys and arguments.
+type call struct {
+	op   string
+	keys []string
+	args []string
+}
+
+// NewFromClient returns a store on an existing client under a key prefix
+// (which must carry a hash tag). The caller keeps ownership of the client:
+// Close does not close it. Call Ping to load the scripts up front; they are
+// also loaded on first use.
+func NewFromClient(client valkey.Client, prefix string) (*Store, error) {
+	if err := ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	s := &Store{client: client, prefix: prefix, scripts: map[string]*script{}}
+	for _, k := range lua.Keys() {
+		s.keys = append(s.keys, prefix+k)
+	}
+	for _, name := range lua.Names() {
+		src, err := lua.Load(name)
+		if err != nil {
+			return nil, fmt.Errorf("valkey store: %w", err)
+		}
+		sc := &script{Script: src}
+		if src.ReadOnly {
+			sc.run = valkey.NewLuaScriptReadOnly(src.Source)
+		} else {
+			// Retryable: every write script is safe to re-run with the
+			// same arguments, which is what a retry after a lost reply is.
+			sc.run = valkey.NewLuaScriptRetryable(src.Source)
+		}
+		s.scripts[name] = sc
+	}
+	return s, nil
+}
+
+// ClockKey is the key under prefix through which tests move the store
+// clock: a value "<n>" adds n milliseconds to TIME, a value "@<ms>" pins
+// the clock at ms. Production never sets it, and the store clock is then
+// Valkey's TIME.
+func ClockKey(prefix string) string { return prefix + "clock" }
+
+// Prefix returns the store's key prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+// newCall builds a call of op with the fixed keys, plus a fresh request key
+// for a script that remembers its answer.
+func (s *Store) newCall(op string, args ...string) call {
+	keys := s.keys
+	if s.scripts[op].Remembers {
+		keys = append(append([]string(nil), s.keys...), s.prefix+"req:"+newUUID())
+	}
+	return call{op: op, keys: keys, args: args}
+}
+
+// exec runs a call and returns its reply, or an error that is never a
+// refusal: the store could not answer, and the caller may retry.
+func (s *Store) exec(ctx context.Context, c call) (valkey.ValkeyMessage, error) {
+	if s.onCall != nil {
+		s.onCall(c)
+	}
+	msg, err := s.scripts[c.op].run.Exec(ctx, s.client, c.keys, c.args).ToMessage()
+	if err != nil && !valkey.IsValkeyNil(err) {
+		return msg, fmt.Errorf("valkey store: %s: %w", c.op, err)
+	}
+	return msg, nil
+}
+
+// execWrite runs a write call whose reply is {'ok', ...} or
+// {'refused', code[, state]} and returns the parts after the status.
+func (s *Store) execWrite(ctx context.Context, c call) ([]string, error) {
+	msg, err := s.exec(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := msg.AsStrSlice()
+	if err != nil || len(parts) == 0 {
+		return nil, fmt.Errorf("valkey store: %s: unexpected reply %v", c.op, msg)
+	}
+	switch parts[0] {
+	case "ok":
+		return parts[1:], nil
+	case "refused":
+		if len(parts) < 2 {
+			return nil, fmt.Errorf("valkey store: %s: refusal without a code", c.op)
+		}
+		r := &store.Refusal{Code: store.RefusalCode(parts[1])}
+		if len(parts) > 2 {
+			r.Was = store.State(parts[2])
+		}
+		return nil, r
+	}
+	return nil, fmt.Errorf("valkey store: %s: unexpected reply status %q", c.op, parts[0])
+}
+
+func wantParts(op string, parts []string, n int) error {
+	if len(parts) < n {
+		return fmt.Errorf("valkey store: %s: reply has %d parts, want %d", op, len(parts), n)
+	}
+	return nil
+}
+
+// Ping checks the server answers and loads every script on every node,
+// checking each loads under the digest it will be called by.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Do(ctx, s.client.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("valkey store: ping: %w", err)
+	}
+	for addr, node := range s.client.Nodes() {
+		for _, name := range lua.Names() {
+			sc := s.scripts[name]
+			sha, err := node.Do(ctx, node.B().ScriptLoad().Script(sc.Source).Build()).ToString()
+			if err != nil {
+				return fmt.Errorf("valkey store: loading script %s on %s: %w", name, addr, err)
+			}
+			if want := digest(sc.Source); sha != want {
+				return fmt.Errorf("valkey store: script %s loaded on %s as %s, want %s", name, addr, sha, want)
+			}
+		}
+	}
+	return nil
+}
+
+// Close closes the client if the store opened it.
+func (s *Store) Close() error {
+	if s.owned {
+		s.client.Close()
+	}
+	return nil
+}
+
+// Now reads the store clock.
+func (s *Store) Now(ctx context.Context) (int64, error) {
+	msg, err := s.exec(ctx, s.newCall(lua.Now))
+	if err != nil {
+		return 0, err
+	}
+	now, err := msg.AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("valkey store: now: %w", err)
+	}
+	return now, nil
+}
+
+// Enqueue implements store.RoutingStore.
+func (s *Store) Enqueue(ctx context.Context, in store.EnqueueInput) (store.EnqueueResult, error) {
+	c, err := enqueueCall(s, in)
+	if err != nil {
+		return store.EnqueueResult{}, err
+	}
+	parts, err := s.execWrite(ctx, c)
+	if err != nil {
+		return store.EnqueueResult{}, err
+	}
+	if err := wantParts(lua.Enqueue, parts, 2); err != nil {
+		return store.EnqueueResult{}, err
+	}
+	return store.EnqueueResult{State: store.State(parts[0]), Created: parts[1] == "1"}, nil
+}
+
+// enqueueCall builds the enqueue call; the stub travels as the JSON Go
+// reads back, and the fields a queue is chosen by travel beside it so the
+// script never has to parse it.
+func enqueueCall(s *Store, in store.EnqueueInput) (call, error) {
+	stub, err := json.Marshal(in.Stub)
+	if err != nil {
+		return call{}, fmt.Errorf("valkey store: enqueue: encoding stub: %w", err)
+	}
+	return s.newCall(lua.Enqueue, in.Stub.ID, in.SiteID, string(stub),
+		in.Stub.Owner, in.Stub.Kind, in.Stub.Audience, strconv.FormatInt(in.Stub.DeadlineAt, 10)), nil
+}
+
+// Claim implements store.RoutingStore.
+func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
+	device, err := json.Marshal(in.Device)
+	if err != nil {
+		return nil, fmt.Errorf("valkey store: claim: encoding device: %w", err)
+	}
+	n := min(max(in.Max, 0), maxGrants)
+	args := make([]string, 0, 10+2*len(in.Routes)+len(in.Kinds)+n)
+	args = append(args, in.RunnerID, in.Owner, string(device), strconv.FormatInt(in.LeaseMs, 10),
+		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(claimSweepBatch), strconv.Itoa(len(in.Routes)))
+	for _, r := range in.Routes {
+		args = append(args, r.SiteID, r.Owner)
+	}
+	args = append(args, strconv.Itoa(len(in.Kinds)))
+	args = append(args, in.Kinds...)
+	for range n {
+		args = append(args, newUUID())
+	}
+	parts, err := s.execWrite(ctx, s.newCall(lua.Claim, args...))
+	if err != nil {
+		return nil, err
+	}
+	if err := wantParts(lua.Claim, parts, 1); err != nil {
+		return nil, err
+	}
+	f, err := unframe(parts[0])
+	if err != nil || len(f)%3 != 0 {
+		return nil, fmt.Errorf("valkey store: claim: malformed answer")
+	}
+	out := make([]protocol.ClaimedStub, 0, len(f)/3)
+	for i := 0; i < len(f); i += 3 {
+		c := protocol.ClaimedStub{Lease: protocol.Lease{ID: f[i+1], RunnerID: in.RunnerID}}
+		if err := json.Unmarshal([]byte(f[i]), &c.JobStub); err != nil {
+			return nil, fmt.Errorf("valkey store: claim: decoding granted stub: %w", err)
+		}
+		if c.Lease.ExpiresAt, err = strconv.ParseInt(f[i+2], 10, 64); err != nil {
+			return nil, fmt.Errorf("valkey store: claim: lease expiry: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// TakePayload implements store.RoutingStore.
+func (s *Store) TakePayload(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
+	parts, err := s.execWrite(ctx, s.newCall(lua.TakePayload, in.JobID, in.RunnerID, in.LeaseID))
+	if err != nil {
+		return protocol.SealedEnvelope{}, err
+	}
+	if err := wantParts(lua.TakePayload, parts, 1); err != nil {
+		return protocol.SealedEnvelope{}, err
+	}
+	var env protocol.SealedEnvelope
+	if err := json.Unmarshal([]byte(parts[0]), &env); err != nil {
+		return protocol.SealedEnvelope{}, fmt.Errorf("valkey store: take payload: decoding payload: %w", err)
+	}
+	return env, nil
+}
+
+// Complete implements store.RoutingStore.
+func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.CompleteResult, error) {
+	env, err := json.Marshal(in.Envelope)
+	if err != nil {
+		return store.CompleteResult{}, fmt.Errorf("valkey store: complete: encoding result: %w", err)
+	}
+	parts, err := s.execWrite(ctx, s.newCall(lua.Complete, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition))
+	if err != nil {
+		return store.CompleteResult{}, err
+	}
+	if err := wantParts(lua.Complete, parts, 1); err != nil {
+		return store.CompleteResult{}, err
+	}
+	return store.CompleteResult{Duplicate: parts[0] == "1"}, nil
+}
+
+// ReleaseLeases implements store.RoutingStore.
+func (s *Store) ReleaseLeases(ctx context.Context, in store.ReleaseInput) ([]string, error) {
+	args := []string{in.RunnerID, in.Reason}
+	for _, l := range in.Leases {
+		args = append(args, l.JobID, l.LeaseID)
+	}
+	parts, err := s.execWrite(ctx, s.newCall(lua.Release, args...))
+	if err != nil {
+		return nil, err
+	}
+	return parts, nil
+}
+
+// Seal implements store.RoutingStore.
+func (s *Store) Seal(ctx context.Context, in store.SealInput) error {
+	env, err := json.Marshal(in.Envelope)
+	if err != nil {
+		return fmt.Errorf("valkey store: seal: encoding payload: %w", err)
+	}
+	_, err = s.execWrite(ctx, s.newCall(lua.Seal, in.JobID, in.SiteID, string(env)))
+	return err
+}
+
+// Cancel implements store.RoutingStore.
+func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) {
+	parts, err := s.execWrite(ctx, s.newCall(lua.Cancel, in.JobID, in.SiteID))
+	if err != nil {
+		return false, err
+	}
+	if err := wantParts(lua.Cancel, parts, 1); err != nil {
+		return false, err
+	}
+	return parts[0] == "1", nil
+}
+
+// CancelRequests implements store.RoutingStore.
+func (s *Store) CancelRequests(ctx context.Context, runnerID string) ([]string, error) {
+	return s.execWrite(ctx, s.newCall(lua.CancelRequests, runnerID))
+}
+
+// RenewLeases implements store.RoutingStore.
+func (s *Store) RenewLeases(ctx context.Context, in store.RenewInput) (store.RenewResult, error) {
+	args := []string{in.RunnerID, strconv.FormatInt(in.LeaseMs, 10)}
+	for _, l := range in.Leases {
+		args = append(args, l.JobID, l.LeaseID)
+	}
+	parts, err := s.execWrite(ctx, s.newCall(lua.Renew, args...))
+	if err != nil {
+		return store.RenewResult{}, err
+	}
+	if err := wantParts(lua.Renew, parts, 1); err != nil {
+		return store.RenewResult{}, err
+	}
+	f, err := unframe(parts[0])
+	if err != nil || len(f)%3 != 0 {
+		return store.RenewResult{}, fmt.Errorf("valkey store: renew: malformed answer")
+	}
+	res := store.RenewResult{Renewed: []store.Renewal{}, Lost: []string{}}
+	for i := 0; i < len(f); i += 3 {
+		if f[i+1] != "renewed" {
+			res.Lost = append(res.Lost, f[i])
+			continue
+		}
+		at, err := strconv.ParseInt(f[i+2], 10, 64)
+		if err != nil {
+			return store.RenewResult{}, fmt.Errorf("valkey store: renew: expiry: %w", err)
+		}
+		res.Renewed = append(res.Renewed, store.Renewal{JobID: f[i], ExpiresAt: at})
+	}
+	return res, nil
+}
+
+// Seen implements store.RoutingStore.
+func (s *Store) Seen(ctx context.Context, in store.SeenInput) (store.Presence, error) {
+	device, err := json.Marshal(in.Device)
+	if err != nil {
+		return store.Presence{}, fmt.Errorf("valkey store: seen: encoding device: %w", err)
+	}
+	parts, err := s.execWrite(ctx, s.newCall(lua.Seen, in.RunnerID, in.Owner, string(device)))
+	if err != nil {
+		return store.Presence{}, err
+	}
+	if err := wantParts(lua.Seen, parts, 1); err != nil {
+		return store.Presence{}, err
+	}
+	p, err := decodePresence(in.RunnerID, parts[0])
+	if err != nil {
+		return store.Presence{}, fmt.Errorf("valkey store: seen: %w", err)
+	}
+	return p, nil
+}
+
+// Touch implements store.RoutingStore.
+func (s *Store) Touch(ctx context.Context, runnerID string) (bool, error) {
+	parts, err := s.execWrite(ctx, s.newCall(lua.Touch, runnerID))
+	if err != nil {
+		return false, err
+	}
+	if err := wantParts(lua.Touch, parts, 1); err != nil {
+		return false, err
+	}
+	return parts[0] == "1", nil
+}
+
+// Sweep implements store.RoutingStore. It settles at most a batch of due
+// entries per deadline index; call it again while it reports work.
+func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
+	parts, err := s.execWrite(ctx, s.newCall(lua.Sweep, strconv.Itoa(sweepBatch)))
+	if err != nil {
+		return store.SweepResult{}, err
+	}
+	if err := wantParts(lua.Sweep, parts, 2); err != nil {
+		return store.SweepResult{}, err
+	}
+	requeued, err1 := unframe(parts[0])
+	expired, err2 := unframe(parts[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return store.SweepResult{}, fmt.Errorf("valkey store: sweep: %w", err)
+	}
+	return store.SweepResult{Requeued: requeued, Expired: expired}, nil
+}
+
+// nullable reads a reply element that may be nil.
+func nullable(m valkey.ValkeyMessage) (*string, error) {
+	if m.IsNil() {
+		return nil, nil
+	}
+	v, err := m.ToString()
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// jobsFrom decodes flat (id, record, payload, result) groups, skipping ids
+// whose record vanished and, in lists, records this code cannot read.
+func jobsFrom(op string, ms []valkey.ValkeyMessage, skipUnreadable bool) ([]store.Job, error) {
+	if len(ms)%4 != 0 {
+		return nil, fmt.Errorf("valkey store: %s: reply of %d elements", op, len(ms))
+	}
+	out := make([]store.Job, 0, len(ms)/4)
+	for i := 0; i < len(ms); i += 4 {
+		var parts [4]*string
+		for k := range parts {
+			v, err := nullable(ms[i+k])
+			if err != nil {
+				return nil, fmt.Errorf("valkey store: %s: %w", op, err)
+			}
+			parts[k] = v
+		}
+		if parts[0] == nil || parts[1] == nil {
+			continue
+		}
+		j, err := decodeJob(*parts[0], *parts[1], parts[2], parts[3])
+		if err != nil {
+			if skipUnreadable && errors.Is(err, errUnreadable) {
+				continue
+			}
+			return nil, fmt.Errorf("valkey store: %s: %w", op, err)
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// Job implements store.RoutingStore.
+func (s *Store) Job(ctx context.Context, id string) (store.Job, bool, error) {
+	msg, err := s.exec(ctx, s.newCall(lua.Job, id))
+	if err != nil {
+		return store.Job{}, false, err
+	}
+	ms, err := msg.ToArray()
+	if err != nil {
+		return store.Job{}, false, fmt.Errorf("valkey store: job: %w", err)
+	}
+	jobs, err := jobsFrom(lua.Job, ms, false)
+	if err != nil || len(jobs) == 0 {
+		return store.Job{}, false, err
+	}
+	return jobs[0], true, nil
+}
+
+// Jobs implements store.RoutingStore, reading in pages of bounded size.
+func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
+	out := []store.Job{}
+	after := ""
+	for limit <= 0 || len(out) < limit {
+		n := readPage
+		if limit > 0 {
+			n = min(n, limit-len(out))
+		}
+		msg, err := s.exec(ctx, s.newCall(lua.Jobs, after, strconv.Itoa(n)))
+		if err != nil {
+			return nil, err
+		}
+		ms, err := msg.ToArray()
+		if err != nil || len(ms)%5 != 0 {
+			return nil, fmt.Errorf("valkey store: jobs: unexpected reply")
+		}
+		if len(ms) == 0 {
+			break
+		}
+		flat := make([]valkey.ValkeyMessage, 0, len(ms)/5*4)
+		for i := 0; i < len(ms); i += 5 {
+			flat = append(flat, ms[i], ms[i+2], ms[i+3], ms[i+4])
+		}
+		if after, err = ms[len(ms)-4].ToString(); err != nil {
+			return nil, fmt.Errorf("valkey store: jobs: %w", err)
+		}
+		jobs, err := jobsFrom(lua.Jobs, flat, true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobs...)
+		if len(ms)/5 < n {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Awaiting implements store.RoutingStore.
+func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error) {
+	return s.siteJobs(ctx, lua.Awaiting, siteID)
+}
+
+// Finished implements store.RoutingStore.
+func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
+	return s.siteJobs(ctx, lua.Finished, siteID)
+}
+
+func (s *Store) siteJobs(ctx context.Context, op, siteID string) ([]store.Job, error) {
+	out := []store.Job{}
+	last := ""
+	for {
+		msg, err := s.exec(ctx, s.newCall(op, siteID, last, strconv.Itoa(readPage)))
+		if err != nil {
+			return nil, err
+		}
+		ms, err := msg.ToArray()
+		if err != nil || len(ms) == 0 {
+			return nil, fmt.Errorf("valkey store: %s: unexpected reply", op)
+		}
+		if last, err = ms[0].ToString(); err != nil {
+			return nil, fmt.Errorf("valkey store: %s: %w", op, err)
+		}
+		jobs, err := jobsFrom(op, ms[1:], true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobs...)
+		if len(ms[1:])/4 < readPage {
+			return out, nil
+		}
+	}
+}
+
+// Presence implements store.RoutingStore.
+func (s *Store) Presence(ctx context.Context, runnerID string) (store.Presence, bool, error) {
+	msg, err := s.exec(ctx, s.newCall(lua.Presence, runnerID))
+	if err != nil {
+		return store.Presence{}, false, err
+	}
+	raw, err := nullable(msg)
+	if err != nil {
+		return store.Presence{}, false, fmt.Errorf("valkey store: presence: %w", err)
+	}
+	if raw == nil {
+		return store.Presence{}, false, nil
+	}
+	p, err := decodePresence(runnerID, *raw)
+	if err != nil {
+		return store.Presence{}, false, fmt.Errorf("valkey store: presence: %w", err)
+	}
+	return p, true, nil
+}
+
+// Everyone implements store.RoutingStore, reading in pages of bounded size.
+func (s *Store) Everyone(ctx context.Context, limit int) ([]store.Presence, error) {
+	out := []store.Presence{}
+	after := ""
+	for limit <= 0 || len(out) < limit {
+		n := readPage
+		if limit > 0 {
+			n = min(n, limit-len(out))
+		}
+		msg, err := s.exec(ctx, s.newCall(lua.Everyone, after, strconv.Itoa(n)))
+		if err != nil {
+			return nil, err
+		}
+		ms, err := msg.ToArray()
+		if err != nil || len(ms)%3 != 0 {
+			return nil, fmt.Errorf("valkey store: everyone: unexpected reply")
+		}
+		for i := 0; i < len(ms); i += 3 {
+			runner, err1 := ms[i].ToString()
+			seq, err2 := ms[i+1].ToString()
+			raw, err3 := nullable(ms[i+2])
+			if err := errors.Join(err1, err2, err3); err != nil {
+				return nil, fmt.Errorf("valkey store: everyone: %w", err)
+			}
+			after = seq
+			if raw == nil {
+				continue
+			}
+			p, err := decodePresence(runner, *raw)
+			if err != nil {
+				continue // a record of a format this code does not read
+			}
+			out = append(out, p)
+		}
+		if len(ms)/3 < n {
+			break
+		}
+	}
+	return out, nil
+}
+
+// newUUID returns a random lowercase UUID (version 4) from crypto/rand.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	const hexd = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hexd[c>>4], hexd[c&0x0f])
+	}
+	return string(out)
+}
