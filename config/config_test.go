@@ -63,6 +63,8 @@ func TestRefusesWhatCannotRun(t *testing.T) {
 		"bad lease":           {args: append(required, "--lease-ms", "0"), want: "lease-ms must be positive"},
 		"bad env value":       {args: required, env: map[string]string{"RELAYD_LEASE_MS": "soon"}, want: "RELAYD_LEASE_MS"},
 		"stray argument":      {args: append(required, "extra"), want: "unexpected arguments"},
+		"untagged prefix": {args: append(required, "--store", "valkey", "--valkey-addr", "a:1", "--valkey-prefix", "relayd:"),
+			want: "needs a non-empty {hash tag}"},
 		"cluster and sentinel": {args: append(required, "--store", "valkey", "--valkey-addr", "a:1", "--valkey-cluster", "--valkey-sentinel-master", "m"),
 			want: "cannot both be set"},
 	} {

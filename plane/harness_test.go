@@ -20,11 +20,13 @@ import (
 
 	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/plane"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/memory"
+	"github.com/byollm/relayd/store/valkey"
 )
 
 // storeFactory returns a new, empty store that no other call shares, and a
@@ -38,6 +40,7 @@ var storeFactories = []struct {
 	make storeFactory
 }{
 	{"memory", memoryStore},
+	{"valkey", valkeyStore},
 }
 
 func memoryStore(t *testing.T) (store.RoutingStore, func(time.Duration)) {
@@ -45,6 +48,17 @@ func memoryStore(t *testing.T) (store.RoutingStore, func(time.Duration)) {
 	s := memory.New(c)
 	t.Cleanup(func() { _ = s.Close() })
 	return s, c.Advance
+}
+
+// valkeyStore is a Valkey store under a prefix of its own on the process's
+// shared server, with its clock pinned so that tests move it explicitly.
+func valkeyStore(t *testing.T) (store.RoutingStore, func(time.Duration)) {
+	srv := valkeytest.Shared(t)
+	s, err := valkey.NewFromClient(srv.Client(t), valkeytest.Prefix(t))
+	require.NoError(t, err)
+	require.NoError(t, s.Ping(t.Context()))
+	require.NoError(t, s.PinClockForTest(t.Context()))
+	return s, func(d time.Duration) { require.NoError(t, s.AdvanceClockForTest(context.Background(), d)) }
 }
 
 // The world every bundle starts from: two registered sites (the relay

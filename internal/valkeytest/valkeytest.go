@@ -30,6 +30,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,6 +80,46 @@ func StartWith(t testing.TB, o Options) *Server {
 	}
 	unavailable(t, "a Valkey-protocol server")
 	return nil
+}
+
+var shared struct {
+	once   sync.Once
+	server *Server
+	err    error
+}
+
+// Shared returns one standalone server for the whole test process, for
+// suites with many parallel tests that each isolate themselves with Prefix.
+// It is never stopped by a test; a binary-started one ends with the process.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	if addr := os.Getenv("VALKEY_ADDR"); addr != "" {
+		return Start(t)
+	}
+	shared.once.Do(func() {
+		bin := serverBinary()
+		if bin == "" {
+			return
+		}
+		dir, err := os.MkdirTemp("", "valkeytest-shared-")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		p, err := launch(dir, bin, Options{}, nil)
+		if err != nil {
+			shared.err = fmt.Errorf("starting %s: %w", bin, err)
+			return
+		}
+		shared.server = &Server{Addr: p.addr, Addrs: []string{p.addr}, Source: "binary"}
+	})
+	if shared.err != nil {
+		t.Fatalf("valkeytest: shared server: %v", shared.err)
+	}
+	if shared.server == nil {
+		return Start(t) // no binary: Docker, or skip (or fail in CI)
+	}
+	return shared.server
 }
 
 // StartCluster returns a cluster of three primaries (no replicas) for t:
@@ -237,16 +278,26 @@ type process struct {
 
 func startProcess(t testing.TB, bin string, o Options, extra []string) *process {
 	t.Helper()
+	p, err := launch(t.TempDir(), bin, o, extra)
+	if err != nil {
+		t.Fatalf("valkeytest: starting %s: %v", bin, err)
+	}
+	t.Cleanup(p.stop)
+	return p
+}
+
+// launch starts a node with its files under parent.
+func launch(parent, bin string, o Options, extra []string) (*process, error) {
 	var lastErr error
 	// A port found free can be taken before the server binds it; try again.
 	for range 5 {
-		dir, err := os.MkdirTemp(t.TempDir(), "node")
+		dir, err := os.MkdirTemp(parent, "node")
 		if err != nil {
-			t.Fatalf("valkeytest: %v", err)
+			return nil, err
 		}
 		port, err := freePort(len(extra) > 0)
 		if err != nil {
-			t.Fatalf("valkeytest: finding a free port: %v", err)
+			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
 		p := &process{bin: bin, dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 		p.args = []string{
@@ -256,13 +307,11 @@ func startProcess(t testing.TB, bin string, o Options, extra []string) *process 
 		}
 		p.args = append(p.args, extra...)
 		if lastErr = p.start(); lastErr == nil {
-			t.Cleanup(p.stop)
-			return p
+			return p, nil
 		}
 		p.stop()
 	}
-	t.Fatalf("valkeytest: starting %s: %v", bin, lastErr)
-	return nil
+	return nil, lastErr
 }
 
 func (p *process) start() error {

@@ -2,8 +2,6 @@ package valkey
 
 import (
 	"encoding/json"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -63,38 +61,16 @@ func newTestStore(t testing.TB, client valkey.Client) *Store {
 // pinClock stops the store clock at its current reading.
 func pinClock(t testing.TB, s *Store) {
 	t.Helper()
-	now, err := s.Now(t.Context())
-	if err != nil {
+	if err := s.PinClockForTest(t.Context()); err != nil {
 		t.Fatal(err)
-	}
-	c := s.client
-	if err := c.Do(t.Context(), c.B().Set().Key(ClockKey(s.prefix)).Value("@"+strconv.FormatInt(now, 10)).Build()).Error(); err != nil {
-		t.Fatalf("pinning the store clock: %v", err)
 	}
 }
 
-// advance moves the store clock through the test-only clock key, whether
-// it is pinned or running with an offset.
+// advance moves the store clock, whether it is pinned or running.
 func advance(t testing.TB, s *Store, d time.Duration) {
 	t.Helper()
-	c, key := s.client, ClockKey(s.prefix)
-	v, err := c.Do(t.Context(), c.B().Get().Key(key).Build()).ToString()
-	if err != nil && !valkey.IsValkeyNil(err) {
-		t.Fatalf("reading the clock lever: %v", err)
-	}
-	if pinned, ok := strings.CutPrefix(v, "@"); ok {
-		at, err := strconv.ParseInt(pinned, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = c.Do(t.Context(), c.B().Set().Key(key).Value("@"+strconv.FormatInt(at+d.Milliseconds(), 10)).Build()).Error()
-		if err != nil {
-			t.Fatalf("advancing the store clock: %v", err)
-		}
-		return
-	}
-	if err := c.Do(t.Context(), c.B().Incrby().Key(key).Increment(d.Milliseconds()).Build()).Error(); err != nil {
-		t.Fatalf("advancing the store clock: %v", err)
+	if err := s.AdvanceClockForTest(t.Context(), d); err != nil {
+		t.Fatal(err)
 	}
 }
 
