@@ -4,12 +4,16 @@ package plane_test
 // sockets, sharing one store or each holding its own.
 
 import (
+	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/plane"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -83,5 +87,36 @@ func TestTwoReplicas_SeparateStoresShareNothing(t *testing.T) { // F81, F82
 		jobs, err := own.Jobs(b.ctx, 0)
 		require.NoError(t, err)
 		require.Empty(t, jobs)
+	})
+}
+
+// One clock: replicas whose own clocks are a minute apart stamp every lease
+// and sealing window from the store's clock, so they agree to the
+// millisecond; their local clocks only judge signature freshness.
+func TestTwoReplicas_ClocksAMinuteApartAgreeOnEveryDeadline(t *testing.T) {
+	eachStore(t, nil, func(t *testing.T, b *bundle) {
+		ahead := b.config(b.store)
+		ahead.Clock = clock.Offset{Base: b.clock, Delta: time.Minute}
+		srv := httptest.NewServer(plane.New(ahead).Handler())
+		t.Cleanup(srv.Close)
+
+		d := b.pairedAt(t, "alice", srv.URL)
+		b.enqueue(t, b.stub(t, "one-clock", "alice"))
+		storeNow := b.storeNow(t)
+		c := b.claimOne(t, d, "one-clock")
+		require.Equal(t, storeNow+protocol.DefaultLeaseMs, c.Lease.ExpiresAt, "the lease comes from the store clock")
+
+		// The site asks the other replica, whose clock is a minute behind.
+		p := b.pending(t, "one-clock")
+		require.Equal(t, c.Lease.ExpiresAt, p.LeaseExpiresAt)
+		require.Equal(t, storeNow+protocol.AwaitingPayloadMs, p.AwaitingUntil)
+
+		// A renewal through the replica ahead still uses the store clock.
+		b.advance(5 * time.Second)
+		hb, err := d.Heartbeat(b.ctx, []protocol.LeaseRef{lease(c)})
+		require.NoError(t, err)
+		require.Empty(t, hb.Lost)
+		require.Equal(t, b.relayNow()+time.Minute.Milliseconds(), hb.ServerTime, "serverTime is the answering replica's own clock")
+		require.Equal(t, b.storeNow(t)+protocol.DefaultLeaseMs, b.job(t, "one-clock").ClaimedBy.LeaseExpiresAt)
 	})
 }
