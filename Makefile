@@ -6,7 +6,7 @@ FIXTURE     ?= deploy/fixture.example.json
 SITE_ID     ?= site_example
 BIN         ?= bin
 
-.PHONY: all build run demo test test-short lint fmt bench clean
+.PHONY: all build run demo test test-short lint fmt bench fuzz clean
 
 all: lint test build
 
@@ -33,6 +33,14 @@ test:
 ## test-short: the tests without the race detector, for a quick loop
 test-short:
 	$(GO) test -count=1 ./...
+
+## fuzz: run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m for a real
+## session); `make test` already replays every committed seed corpus
+FUZZTIME     ?= 10s
+FUZZ_TARGETS := ./protocol:FuzzDecode ./protocol:FuzzParseSignature ./protocol/strictjson:FuzzParse \
+                ./projection:FuzzParseFixture ./plane:FuzzHandler
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) ./.ci/fuzz $(FUZZ_TARGETS)
 
 ## lint: go vet and staticcheck
 lint:

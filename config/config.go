@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit"
 )
 
 // Store kinds.
@@ -34,6 +37,24 @@ type Config struct {
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
 	LogLevel        string
+
+	// Limits on what one request may cost (docs/security.md).
+	MaxHeaderBytes     int
+	ReadHeaderTimeout  time.Duration
+	MaxListItems       int
+	MaxCiphertextBytes int
+	// RateLimit applies to each runner and each pairing client address,
+	// SiteRateLimit to each site; an Every of zero disables one.
+	RateLimit         ratelimit.Rate
+	SiteRateLimit     ratelimit.Rate
+	TrustForwardedFor bool
+
+	// TestClockOffset moves this process's own clock (signature freshness,
+	// serverTime, the memory store) by a fixed amount. It exists only so
+	// that tests can run replicas with skewed clocks: Go reads the time
+	// through the vDSO, so libfaketime cannot. It is hidden from --help,
+	// has no environment twin and must never be set in production.
+	TestClockOffset time.Duration
 
 	Valkey Valkey
 }
@@ -76,8 +97,19 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 5*time.Second, "how often this replica sweeps passed deadlines in the background (0 disables)")
 	fs.BoolVar(&c.PublicDebug, "public-debug", false, "also serve the debug page on the public listener (never in production)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 8<<20, "largest request body accepted; larger ones get 413")
+	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted, on both listeners")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers, on both listeners")
+	fs.IntVar(&c.MaxListItems, "max-list-items", protocol.DefaultMaxListItems, "most items in a request's capabilities, activeLeases or leases list; more get 400")
+	fs.IntVar(&c.MaxCiphertextBytes, "max-ciphertext-bytes", protocol.DefaultMaxCiphertextBytes, "largest envelope ciphertext accepted, in bytes of its text; larger gets 400")
+	c.RateLimit.Every, c.SiteRateLimit.Every = 20*time.Millisecond, 2*time.Millisecond
+	fs.Var(everyFlag{&c.RateLimit.Every}, "rate-limit", "requests each runner, and each client address pairing, may make: 50/s, 600/m; 0 disables")
+	fs.IntVar(&c.RateLimit.Burst, "rate-burst", 100, "requests a runner or pairing address idle for long enough may make at once")
+	fs.Var(everyFlag{&c.SiteRateLimit.Every}, "site-rate-limit", "requests each site may make (all of a site's traffic, across replicas); 0 disables")
+	fs.IntVar(&c.SiteRateLimit.Burst, "site-rate-burst", 1000, "requests a site idle for long enough may make at once")
+	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "charge pairing to the last X-Forwarded-For address; only behind a load balancer that appends it")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&c.TestClockOffset, testClockOffsetFlag, 0, "TESTS ONLY: shift this process's own clock by this much")
 	fs.Func("valkey-addr", "Valkey address host:port; repeat or comma-separate for cluster seeds or sentinels", func(s string) error {
 		for _, a := range strings.Split(s, ",") {
 			if a = strings.TrimSpace(a); a != "" {
@@ -100,6 +132,9 @@ func flagSet(c *Config) *flag.FlagSet {
 func Settings() []Setting {
 	var out []Setting
 	flagSet(&Config{}).VisitAll(func(f *flag.Flag) {
+		if hidden(f.Name) {
+			return
+		}
 		out = append(out, Setting{Flag: f.Name, Env: EnvName(f.Name), Usage: f.Usage})
 	})
 	return out
@@ -121,7 +156,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] {
+		if given[f.Name] || hidden(f.Name) {
 			return
 		}
 		if v := getenv(EnvName(f.Name)); v != "" {
@@ -151,6 +186,24 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, errors.New("--max-body-bytes must be positive"))
 	}
+	if c.MaxHeaderBytes <= 0 {
+		errs = append(errs, errors.New("--max-header-bytes must be positive"))
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		errs = append(errs, errors.New("--read-header-timeout must be positive"))
+	}
+	if c.MaxListItems <= 0 {
+		errs = append(errs, errors.New("--max-list-items must be positive"))
+	}
+	if c.MaxCiphertextBytes <= 0 {
+		errs = append(errs, errors.New("--max-ciphertext-bytes must be positive"))
+	}
+	if err := c.RateLimit.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--rate-limit and --rate-burst: %w", err))
+	}
+	if err := c.SiteRateLimit.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--site-rate-limit and --site-rate-burst: %w", err))
+	}
 	switch c.Store {
 	case StoreMemory:
 	case StoreValkey:
@@ -179,10 +232,40 @@ func Usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: relayd [flags]\n\nEvery flag can also be set by its environment variable; a flag wins.")
 	fs := flagSet(&Config{})
 	fs.VisitAll(func(f *flag.Flag) {
+		if hidden(f.Name) {
+			return
+		}
 		def := ""
 		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
 			def = " (default " + strconv.Quote(f.DefValue) + ")"
 		}
 		fmt.Fprintf(w, "  --%s, %s\n      %s%s\n", f.Name, EnvName(f.Name), f.Usage, def)
 	})
+}
+
+// testClockOffsetFlag is the one hidden flag; see Config.TestClockOffset.
+const testClockOffsetFlag = "test-clock-offset"
+
+// hidden reports whether a flag is left out of --help, Settings and the
+// environment: test-only switches an operator must not find.
+func hidden(name string) bool { return name == testClockOffsetFlag }
+
+// everyFlag is a rate flag ("50/s", "600/m", "0") stored as the time
+// between two tokens.
+type everyFlag struct{ every *time.Duration }
+
+func (f everyFlag) String() string {
+	if f.every == nil {
+		return "0"
+	}
+	return ratelimit.FormatEvery(*f.every)
+}
+
+func (f everyFlag) Set(s string) error {
+	every, err := ratelimit.ParseEvery(s)
+	if err != nil {
+		return err
+	}
+	*f.every = every
+	return nil
 }

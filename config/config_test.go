@@ -3,12 +3,14 @@ package config_test
 import (
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/byollm/relayd/config"
+	"github.com/byollm/relayd/ratelimit"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -97,4 +99,76 @@ func TestReadmeDocumentsEverySetting(t *testing.T) {
 	for _, s := range config.Settings() {
 		require.Contains(t, string(readme), "`--"+s.Flag+"` | `"+s.Env+"`", "README row for %s", s.Flag)
 	}
+}
+
+// --test-clock-offset exists for the replica tests only: it works as a
+// flag, but an operator can find it neither in --help, nor in Settings,
+// nor through the environment.
+func TestTestClockOffsetIsHidden(t *testing.T) {
+	c, err := config.Load(append(required, "--test-clock-offset", "-60s"), env(nil))
+	require.NoError(t, err)
+	require.Equal(t, -60*time.Second, c.TestClockOffset)
+
+	c, err = config.Load(required, env(map[string]string{"RELAYD_TEST_CLOCK_OFFSET": "60s"}))
+	require.NoError(t, err)
+	require.Zero(t, c.TestClockOffset, "no environment twin")
+
+	for _, s := range config.Settings() {
+		require.NotEqual(t, "test-clock-offset", s.Flag)
+	}
+	var help strings.Builder
+	config.Usage(&help)
+	require.NotContains(t, help.String(), "clock-offset")
+}
+
+func TestLimitsAndRateLimitDefaults(t *testing.T) {
+	c, err := config.Load(required, env(nil))
+	require.NoError(t, err)
+	require.Equal(t, 64<<10, c.MaxHeaderBytes)
+	require.Equal(t, 10*time.Second, c.ReadHeaderTimeout)
+	require.Equal(t, 256, c.MaxListItems)
+	require.Equal(t, 4<<20, c.MaxCiphertextBytes)
+	require.Equal(t, ratelimit.Rate{Every: 20 * time.Millisecond, Burst: 100}, c.RateLimit, "50/s, burst 100")
+	require.Equal(t, ratelimit.Rate{Every: 2 * time.Millisecond, Burst: 1000}, c.SiteRateLimit, "500/s, burst 1000")
+	require.False(t, c.TrustForwardedFor, "X-Forwarded-For is the caller's to write unless a load balancer is in front")
+}
+
+func TestLimitsAndRateLimitsFromTheEnvironment(t *testing.T) {
+	c, err := config.Load(required, env(map[string]string{
+		"RELAYD_MAX_HEADER_BYTES": "8192", "RELAYD_READ_HEADER_TIMEOUT": "3s", "RELAYD_MAX_LIST_ITEMS": "64",
+		"RELAYD_MAX_CIPHERTEXT_BYTES": "1024", "RELAYD_RATE_LIMIT": "600/m", "RELAYD_RATE_BURST": "5",
+		"RELAYD_SITE_RATE_LIMIT": "0", "RELAYD_TRUST_FORWARDED_FOR": "true",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, 8192, c.MaxHeaderBytes)
+	require.Equal(t, 3*time.Second, c.ReadHeaderTimeout)
+	require.Equal(t, 64, c.MaxListItems)
+	require.Equal(t, 1024, c.MaxCiphertextBytes)
+	require.Equal(t, ratelimit.Rate{Every: 100 * time.Millisecond, Burst: 5}, c.RateLimit)
+	require.False(t, c.SiteRateLimit.Enabled(), "0 disables")
+	require.True(t, c.TrustForwardedFor)
+}
+
+func TestLimitsThatCannotRunAreRefused(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"no header room":      {[]string{"--max-header-bytes", "0"}, "--max-header-bytes must be positive"},
+		"no header timeout":   {[]string{"--read-header-timeout", "0s"}, "--read-header-timeout must be positive"},
+		"no list items":       {[]string{"--max-list-items", "0"}, "--max-list-items must be positive"},
+		"no ciphertext":       {[]string{"--max-ciphertext-bytes", "-1"}, "--max-ciphertext-bytes must be positive"},
+		"unreadable rate":     {[]string{"--rate-limit", "fast"}, "not a rate"},
+		"zero burst":          {[]string{"--rate-burst", "0"}, "--rate-limit and --rate-burst"},
+		"site rate too fine":  {[]string{"--site-rate-limit", "5000000/s"}, "more than a million a second"},
+		"negative site burst": {[]string{"--site-rate-burst", "-1"}, "--site-rate-limit and --site-rate-burst"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := config.Load(append(append([]string{}, required...), tc.args...), env(nil))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	// A disabled rate needs no burst.
+	_, err := config.Load(append(append([]string{}, required...), "--rate-limit", "0", "--rate-burst", "0"), env(nil))
+	require.NoError(t, err)
 }

@@ -36,8 +36,8 @@ func (r *Relay) daemonHandler(endpoint string) daemonHandler {
 
 // versionRefusal is relayd's answer to a body naming another protocol
 // version, given before the signature is checked (G4).
-func versionRefusal(body []byte) *protocol.Refusal {
-	if v, present := protocol.PeekProtocolVersion(body); present && v != protocol.Version {
+func (r *Relay) versionRefusal(body []byte) *protocol.Refusal {
+	if v, present := r.decoder.PeekProtocolVersion(body); present && v != protocol.Version {
 		return protocol.UnsupportedVersion()
 	}
 	return nil
@@ -50,7 +50,7 @@ func (r *Relay) daemonPlane(c echo.Context, endpoint string, h daemonHandler) er
 	if refusal != nil {
 		return writeRefusal(c, refusal)
 	}
-	if refusal := versionRefusal(body); refusal != nil {
+	if refusal := r.versionRefusal(body); refusal != nil {
 		return writeRefusal(c, refusal)
 	}
 	q := &daemonCall{request: request{c: c, endpoint: endpoint, body: body}}
@@ -70,6 +70,11 @@ func (r *Relay) daemonPlane(c echo.Context, endpoint string, h daemonHandler) er
 		return writeRefusal(c, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerNotKnown))
 	}
 	if refusal := r.verify(sig, endpoint, body, who.Device.Identity); refusal != nil {
+		return writeRefusal(c, refusal)
+	}
+	// Charged only now, under the verified runner id: a stranger naming
+	// someone else's runner cannot spend that runner's tokens.
+	if refusal := r.rateLimit(c, r.cfg.RateLimit, "runner:"+who.RunnerID); refusal != nil {
 		return writeRefusal(c, refusal)
 	}
 	if _, consented := proj.ConsentFor(who.Owner, r.cfg.SiteID); !consented && endpoint != "heartbeat" {
@@ -100,14 +105,18 @@ func schemaRefusal() *protocol.Refusal {
 
 // pair registers a device the projection approved (A5). It is unsigned.
 func (r *Relay) pair(c echo.Context) error {
+	// Unsigned, so charged to the client address, before the body is read.
+	if refusal := r.rateLimit(c, r.cfg.RateLimit, "addr:"+r.clientAddr(c.Request())); refusal != nil {
+		return writeRefusal(c, refusal)
+	}
 	body, refusal := r.readBody(c)
 	if refusal != nil {
 		return writeRefusal(c, refusal)
 	}
-	if refusal := versionRefusal(body); refusal != nil {
+	if refusal := r.versionRefusal(body); refusal != nil {
 		return writeRefusal(c, refusal)
 	}
-	req, err := protocol.DecodePair(body)
+	req, err := r.decoder.Pair(body)
 	if err != nil {
 		return writeRefusal(c, protocol.Refuse(protocol.CodeBadRequest, protocol.MsgPairSchema))
 	}
@@ -136,7 +145,7 @@ func (r *Relay) pair(c echo.Context) error {
 }
 
 func (r *Relay) claim(q *daemonCall) error {
-	req, err := protocol.DecodeClaim(q.body)
+	req, err := r.decoder.Claim(q.body)
 	if err != nil {
 		return writeRefusal(q.c, schemaRefusal())
 	}
@@ -168,7 +177,7 @@ func (r *Relay) claim(q *daemonCall) error {
 }
 
 func (r *Relay) fetch(q *daemonCall) error {
-	req, err := protocol.DecodeFetch(q.body)
+	req, err := r.decoder.Fetch(q.body)
 	if err != nil {
 		return writeRefusal(q.c, schemaRefusal())
 	}
@@ -183,7 +192,7 @@ func (r *Relay) fetch(q *daemonCall) error {
 }
 
 func (r *Relay) result(q *daemonCall) error {
-	req, err := protocol.DecodeResult(q.body)
+	req, err := r.decoder.Result(q.body)
 	if err != nil {
 		return writeRefusal(q.c, schemaRefusal())
 	}
@@ -202,7 +211,7 @@ func (r *Relay) result(q *daemonCall) error {
 }
 
 func (r *Relay) heartbeat(q *daemonCall) error {
-	req, err := protocol.DecodeHeartbeat(q.body)
+	req, err := r.decoder.Heartbeat(q.body)
 	if err != nil {
 		return writeRefusal(q.c, schemaRefusal())
 	}
@@ -229,7 +238,7 @@ func (r *Relay) heartbeat(q *daemonCall) error {
 }
 
 func (r *Relay) release(q *daemonCall) error {
-	req, err := protocol.DecodeRelease(q.body)
+	req, err := r.decoder.Release(q.body)
 	if err != nil {
 		return writeRefusal(q.c, schemaRefusal())
 	}

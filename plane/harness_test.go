@@ -24,6 +24,7 @@ import (
 	"github.com/byollm/relayd/plane"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/memory"
 	"github.com/byollm/relayd/store/valkey"
@@ -104,6 +105,13 @@ type setupOpts struct {
 	Fixture      []fixtureMod
 	// WrapStore, when set, puts a wrapper between the relay and the store.
 	WrapStore func(store.RoutingStore) store.RoutingStore
+	// Limits, RateLimit, SiteRateLimit and TrustForwardedFor are the
+	// relay's hardening settings; the zero values are protocol's default
+	// limits and no rate limits.
+	Limits            protocol.Limits
+	RateLimit         ratelimit.Rate
+	SiteRateLimit     ratelimit.Rate
+	TrustForwardedFor bool
 }
 
 type bundle struct {
@@ -211,7 +219,44 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 		Clock:        b.clock,
 		MaxBodyBytes: b.opts.MaxBodyBytes,
 		PublicDebug:  b.opts.PublicDebug,
+
+		Limits:            b.opts.Limits,
+		RateLimit:         limiterOn(s, b.opts.RateLimit),
+		SiteRateLimit:     limiterOn(s, b.opts.SiteRateLimit),
+		TrustForwardedFor: b.opts.TrustForwardedFor,
 	}
+}
+
+// limiterOn is a rate limiter kept where s keeps its state, on s's clock,
+// as relayd wires one: in s's Valkey under its prefix, so that replicas on
+// one Valkey share buckets, or in process on the memory store's clock.
+// Nil when rate is disabled.
+func limiterOn(s store.RoutingStore, rate ratelimit.Rate) ratelimit.Limiter {
+	if !rate.Enabled() {
+		return nil
+	}
+	var l ratelimit.Limiter
+	var err error
+	if vs, ok := s.(*valkey.Store); ok {
+		l, err = ratelimit.NewValkey(vs.Client(), vs.Prefix(), rate)
+	} else {
+		l, err = ratelimit.NewMemory(rate, storeClock{s})
+	}
+	if err != nil {
+		panic(fmt.Sprintf("test rate %v: %v", rate, err))
+	}
+	return l
+}
+
+// storeClock reads a store's clock as a clock.Clock.
+type storeClock struct{ s store.RoutingStore }
+
+func (c storeClock) Now() time.Time {
+	ms, err := c.s.Now(context.Background())
+	if err != nil {
+		panic(fmt.Sprintf("reading the store clock: %v", err))
+	}
+	return time.UnixMilli(ms)
 }
 
 // replica starts another relay on store s, sharing this bundle's projection

@@ -19,6 +19,7 @@ import (
 	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
 )
 
@@ -47,6 +48,20 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBodyBytes caps a request body; larger ones get 413.
 	MaxBodyBytes int64
+	// Limits bounds what a body may hold beyond its size: list lengths,
+	// ciphertext size, JSON values. Zero fields take protocol's defaults.
+	Limits protocol.Limits
+	// RateLimit limits each runner, once its signature checks, and each
+	// client address that pairs. Nil means no limit.
+	RateLimit ratelimit.Limiter
+	// SiteRateLimit limits each site, once its signature checks. Nil means
+	// no limit.
+	SiteRateLimit ratelimit.Limiter
+	// TrustForwardedFor takes a pairing client's address from the last
+	// X-Forwarded-For entry, which a load balancer in front appends, instead
+	// of from the connection. Set it only behind such a load balancer: a
+	// caller reaching the relay directly chooses that header.
+	TrustForwardedFor bool
 	// PublicDebug serves the debug page on the public listener too.
 	PublicDebug bool
 	// ObserveRequest, when set, is told of every answered request. route
@@ -58,6 +73,7 @@ type Config struct {
 type Relay struct {
 	cfg      Config
 	basePath string
+	decoder  protocol.Decoder
 	public   *echo.Echo
 }
 
@@ -79,7 +95,7 @@ func New(cfg Config) *Relay {
 	if base == "" {
 		base = DefaultBasePath
 	}
-	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/")}
+	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/"), decoder: protocol.NewDecoder(cfg.Limits)}
 	r.public = newEcho(cfg.Logger, cfg.ObserveRequest)
 	// The reference never checks the method (A0.6); echo's Any covers only
 	// the common ones, so every other method reaches dispatch this way.

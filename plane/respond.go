@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,8 +33,13 @@ func writeJSON(c echo.Context, status int, v any) error {
 }
 
 func writeRefusal(c echo.Context, r *protocol.Refusal) error {
-	if r.Body.Error == protocol.CodeServerError {
+	switch r.Body.Error {
+	case protocol.CodeServerError:
 		c.Response().Header().Set("Retry-After", "1")
+	case protocol.CodeRateLimited:
+		// Whole seconds on the header, rounded up so that a client obeying
+		// it is never early; the body's retryAfter has the milliseconds.
+		c.Response().Header().Set("Retry-After", strconv.FormatInt((r.Body.RetryAfter+999)/1000, 10))
 	}
 	return writeJSON(c, r.Status, r.Body)
 }

@@ -28,11 +28,11 @@ type siteRoute struct {
 func (r *Relay) siteHandler(name string) *siteRoute {
 	switch name {
 	case "enqueue":
-		return &siteRoute{decode: decodeBody(protocol.DecodeEnqueue, func(v protocol.EnqueueRequest) string { return v.SiteID }), serve: (*Relay).enqueue}
+		return &siteRoute{decode: decodeBody(r.decoder.Enqueue, func(v protocol.EnqueueRequest) string { return v.SiteID }), serve: (*Relay).enqueue}
 	case "payload":
-		return &siteRoute{decode: decodeBody(protocol.DecodePayload, func(v protocol.PayloadRequest) string { return v.SiteID }), serve: (*Relay).payload}
+		return &siteRoute{decode: decodeBody(r.decoder.Payload, func(v protocol.PayloadRequest) string { return v.SiteID }), serve: (*Relay).payload}
 	case "cancel":
-		return &siteRoute{decode: decodeBody(protocol.DecodeCancel, func(v protocol.CancelRequest) string { return v.SiteID }), serve: (*Relay).cancel}
+		return &siteRoute{decode: decodeBody(r.decoder.Cancel, func(v protocol.CancelRequest) string { return v.SiteID }), serve: (*Relay).cancel}
 	case "pending":
 		return &siteRoute{decode: decodeQuery, serve: (*Relay).pending}
 	case "results":
@@ -70,6 +70,9 @@ func (r *Relay) sitePlane(c echo.Context, name string, route *siteRoute) error {
 		return writeRefusal(c, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgSiteNotRegistered))
 	}
 	if refusal := r.verify(sig, "site/"+name, body, site.Site.Identity); refusal != nil {
+		return writeRefusal(c, refusal)
+	}
+	if refusal := r.rateLimit(c, r.cfg.SiteRateLimit, "site:"+site.SiteID); refusal != nil {
 		return writeRefusal(c, refusal)
 	}
 	q := &siteCall{request: request{c: c, endpoint: name, body: body}, site: site}

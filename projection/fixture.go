@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/protocol/strictjson"
 )
 
 // Fixture is the decoded control-plane fixture: five lists of records. The
@@ -79,8 +80,9 @@ func Empty() *Fixture {
 }
 
 // Parse decodes and validates a fixture document. It is strict: the document
-// must be one JSON object in valid UTF-8; unknown keys (compared exactly,
-// case included), repeated keys and null values are refused at every level;
+// must be one JSON object in valid UTF-8, without unpaired surrogate
+// escapes; unknown keys (compared exactly, case included), repeated keys
+// and null values are refused at every level;
 // "consents" is required while the other lists default to empty; every
 // string field must be non-empty; "paused" defaults to false.
 func Parse(data []byte) (*Fixture, error) {
@@ -88,6 +90,13 @@ func Parse(data []byte) (*Fixture, error) {
 		return nil, errors.New("fixture: not valid UTF-8")
 	}
 	if err := checkShape(data); err != nil {
+		return nil, fmt.Errorf("fixture: %w", err)
+	}
+	// encoding/json reads an unpaired surrogate escape as U+FFFD, so an
+	// owner "\ud800" would match a request naming U+FFFD. The strict parser
+	// the request bodies go through refuses it (and everything else that
+	// reads two ways), so the fixture is read as strictly as they are.
+	if _, err := strictjson.Parse(data); err != nil {
 		return nil, fmt.Errorf("fixture: %w", err)
 	}
 

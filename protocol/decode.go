@@ -8,6 +8,11 @@ package protocol
 // Every decoder returns either the typed request or a *DecodeError. The
 // plane turns any decode error into the one generic schema refusal; the
 // error's text is for logs and tests and never goes on the wire.
+//
+// A Decoder also applies relayd's Limits, which bound what the schemas
+// leave open (list lengths, ciphertext size, how many JSON values a body
+// may hold), so that no body can cost the relay much more than its bytes.
+// The package-level Decode functions use DefaultLimits.
 
 import (
 	"errors"
@@ -31,7 +36,66 @@ var (
 	ErrNotAllowed   = errors.New("value not allowed")
 	ErrNotInteger   = errors.New("not a safe integer")
 	ErrOutOfRange   = errors.New("out of range")
+	ErrOverLimit    = errors.New("over the limit")
 )
+
+// Defaults of Limits.
+const (
+	// DefaultMaxListItems caps capabilities, activeLeases and leases. A
+	// daemon holds at most a few dozen grants (a claim takes 64 at most),
+	// so 256 leaves room without letting one body name thousands of jobs.
+	DefaultMaxListItems = 256
+	// DefaultMaxCiphertextBytes caps an envelope's ciphertext text.
+	DefaultMaxCiphertextBytes = 4 << 20
+)
+
+// Limits bounds what the request schemas leave open. A field left zero
+// takes its default.
+type Limits struct {
+	// MaxListItems caps each list a body carries: capabilities,
+	// activeLeases and leases. It also sets how many JSON values a body may
+	// hold at all (see MaxValues), so that a body cannot hide a huge
+	// number of values where the schema does not look.
+	MaxListItems int
+	// MaxCiphertextBytes caps the ciphertext of a sealed envelope, as the
+	// base64url text sent.
+	MaxCiphertextBytes int
+}
+
+// DefaultLimits returns the limits a relay applies unless configured
+// otherwise.
+func DefaultLimits() Limits {
+	return Limits{MaxListItems: DefaultMaxListItems, MaxCiphertextBytes: DefaultMaxCiphertextBytes}
+}
+
+// withDefaults fills in the zero fields.
+func (l Limits) withDefaults() Limits {
+	if l.MaxListItems <= 0 {
+		l.MaxListItems = DefaultMaxListItems
+	}
+	if l.MaxCiphertextBytes <= 0 {
+		l.MaxCiphertextBytes = DefaultMaxCiphertextBytes
+	}
+	return l
+}
+
+// MaxValues is how many JSON values (scalars, arrays and objects) one body
+// may hold under these limits. The largest valid body, a heartbeat with
+// both lists full, holds about nine per list item (a capability is six
+// values, a lease item three); sixteen per item leaves room for the extra
+// keys lease items may carry (G18) and for every fixed field.
+func (l Limits) MaxValues() int {
+	return 64 + 16*l.withDefaults().MaxListItems
+}
+
+// Decoder decodes request bodies under Limits. The zero Decoder applies
+// DefaultLimits.
+type Decoder struct {
+	Limits Limits
+}
+
+// NewDecoder returns a decoder applying limits (zero fields take defaults).
+func NewDecoder(limits Limits) Decoder { return Decoder{Limits: limits.withDefaults()} }
 
 // DecodeError is a body or query that failed strict decoding. It is
 // internal: the wire only ever says "request failed schema validation" (or
@@ -59,9 +123,9 @@ func (e *DecodeError) Error() string {
 // Unwrap returns the reason.
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// DecodePair decodes the body of POST <base>/pair (A5).
-func DecodePair(body []byte) (PairRequest, error) {
-	return decodeBody(body, "pair", func(r *reader, v strictjson.Value) PairRequest {
+// Pair decodes the body of POST <base>/pair (A5).
+func (d Decoder) Pair(body []byte) (PairRequest, error) {
+	return decodeBody(d, body, "pair", func(r *reader, v strictjson.Value) PairRequest {
 		o := r.object(v, "", true, "protocolVersion", "owner", "device")
 		return PairRequest{
 			ProtocolVersion: r.oneOf(o, "protocolVersion", Version),
@@ -71,10 +135,10 @@ func DecodePair(body []byte) (PairRequest, error) {
 	})
 }
 
-// DecodeClaim decodes the body of POST <base>/claim (A6.1). capabilities
+// Claim decodes the body of POST <base>/claim (A6.1). capabilities
 // may be empty; max is an integer from 1 to MaxClaim.
-func DecodeClaim(body []byte) (ClaimRequest, error) {
-	return decodeBody(body, "claim", func(r *reader, v strictjson.Value) ClaimRequest {
+func (d Decoder) Claim(body []byte) (ClaimRequest, error) {
+	return decodeBody(d, body, "claim", func(r *reader, v strictjson.Value) ClaimRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "capabilities", "max")
 		return ClaimRequest{
 			ProtocolVersion: r.oneOf(o, "protocolVersion", Version),
@@ -85,10 +149,10 @@ func DecodeClaim(body []byte) (ClaimRequest, error) {
 	})
 }
 
-// DecodeFetch decodes the body of POST <base>/fetch (A7.1). Unlike every
+// Fetch decodes the body of POST <base>/fetch (A7.1). Unlike every
 // other body, its protocolVersion may be any non-empty string (G4).
-func DecodeFetch(body []byte) (FetchRequest, error) {
-	return decodeBody(body, "fetch", func(r *reader, v strictjson.Value) FetchRequest {
+func (d Decoder) Fetch(body []byte) (FetchRequest, error) {
+	return decodeBody(d, body, "fetch", func(r *reader, v strictjson.Value) FetchRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "jobId", "leaseId")
 		return FetchRequest{
 			ProtocolVersion: r.str(o, "protocolVersion"),
@@ -99,9 +163,9 @@ func DecodeFetch(body []byte) (FetchRequest, error) {
 	})
 }
 
-// DecodeResult decodes the body of POST <base>/result (A8.1).
-func DecodeResult(body []byte) (ResultRequest, error) {
-	return decodeBody(body, "result", func(r *reader, v strictjson.Value) ResultRequest {
+// Result decodes the body of POST <base>/result (A8.1).
+func (d Decoder) Result(body []byte) (ResultRequest, error) {
+	return decodeBody(d, body, "result", func(r *reader, v strictjson.Value) ResultRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "jobId", "leaseId", "envelope", "disposition")
 		return ResultRequest{
 			ProtocolVersion: r.oneOf(o, "protocolVersion", Version),
@@ -114,10 +178,10 @@ func DecodeResult(body []byte) (ResultRequest, error) {
 	})
 }
 
-// DecodeHeartbeat decodes the body of POST <base>/heartbeat (A9.1). Lease
+// Heartbeat decodes the body of POST <base>/heartbeat (A9.1). Lease
 // items are not strict: keys other than jobId and leaseId are dropped.
-func DecodeHeartbeat(body []byte) (HeartbeatRequest, error) {
-	return decodeBody(body, "heartbeat", func(r *reader, v strictjson.Value) HeartbeatRequest {
+func (d Decoder) Heartbeat(body []byte) (HeartbeatRequest, error) {
+	return decodeBody(d, body, "heartbeat", func(r *reader, v strictjson.Value) HeartbeatRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "daemonVersion", "capabilities", "activeLeases", "paused")
 		return HeartbeatRequest{
 			ProtocolVersion: r.oneOf(o, "protocolVersion", Version),
@@ -130,10 +194,10 @@ func DecodeHeartbeat(body []byte) (HeartbeatRequest, error) {
 	})
 }
 
-// DecodeRelease decodes the body of POST <base>/release (A10.1). reason is
+// Release decodes the body of POST <base>/release (A10.1). reason is
 // required; lease items are not strict, as in heartbeat.
-func DecodeRelease(body []byte) (ReleaseRequest, error) {
-	return decodeBody(body, "release", func(r *reader, v strictjson.Value) ReleaseRequest {
+func (d Decoder) Release(body []byte) (ReleaseRequest, error) {
+	return decodeBody(d, body, "release", func(r *reader, v strictjson.Value) ReleaseRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "leases", "reason")
 		return ReleaseRequest{
 			ProtocolVersion: r.oneOf(o, "protocolVersion", Version),
@@ -144,9 +208,9 @@ func DecodeRelease(body []byte) (ReleaseRequest, error) {
 	})
 }
 
-// DecodeEnqueue decodes the body of POST /relay/site/enqueue (A11.1).
-func DecodeEnqueue(body []byte) (EnqueueRequest, error) {
-	return decodeBody(body, "site/enqueue", func(r *reader, v strictjson.Value) EnqueueRequest {
+// Enqueue decodes the body of POST /relay/site/enqueue (A11.1).
+func (d Decoder) Enqueue(body []byte) (EnqueueRequest, error) {
+	return decodeBody(d, body, "site/enqueue", func(r *reader, v strictjson.Value) EnqueueRequest {
 		o := r.object(v, "", true, "siteId", "stub")
 		return EnqueueRequest{
 			SiteID: r.str(o, "siteId"),
@@ -155,9 +219,9 @@ func DecodeEnqueue(body []byte) (EnqueueRequest, error) {
 	})
 }
 
-// DecodePayload decodes the body of POST /relay/site/payload (A12.1).
-func DecodePayload(body []byte) (PayloadRequest, error) {
-	return decodeBody(body, "site/payload", func(r *reader, v strictjson.Value) PayloadRequest {
+// Payload decodes the body of POST /relay/site/payload (A12.1).
+func (d Decoder) Payload(body []byte) (PayloadRequest, error) {
+	return decodeBody(d, body, "site/payload", func(r *reader, v strictjson.Value) PayloadRequest {
 		o := r.object(v, "", true, "siteId", "jobId", "envelope")
 		return PayloadRequest{
 			SiteID:   r.str(o, "siteId"),
@@ -167,9 +231,9 @@ func DecodePayload(body []byte) (PayloadRequest, error) {
 	})
 }
 
-// DecodeCancel decodes the body of POST /relay/site/cancel (A13.1).
-func DecodeCancel(body []byte) (CancelRequest, error) {
-	return decodeBody(body, "site/cancel", func(r *reader, v strictjson.Value) CancelRequest {
+// Cancel decodes the body of POST /relay/site/cancel (A13.1).
+func (d Decoder) Cancel(body []byte) (CancelRequest, error) {
+	return decodeBody(d, body, "site/cancel", func(r *reader, v strictjson.Value) CancelRequest {
 		o := r.object(v, "", true, "siteId", "jobId")
 		return CancelRequest{
 			SiteID: r.str(o, "siteId"),
@@ -177,6 +241,33 @@ func DecodeCancel(body []byte) (CancelRequest, error) {
 		}
 	})
 }
+
+// DecodePair decodes a pair body under DefaultLimits.
+func DecodePair(body []byte) (PairRequest, error) { return Decoder{}.Pair(body) }
+
+// DecodeClaim decodes a claim body under DefaultLimits.
+func DecodeClaim(body []byte) (ClaimRequest, error) { return Decoder{}.Claim(body) }
+
+// DecodeFetch decodes a fetch body under DefaultLimits.
+func DecodeFetch(body []byte) (FetchRequest, error) { return Decoder{}.Fetch(body) }
+
+// DecodeResult decodes a result body under DefaultLimits.
+func DecodeResult(body []byte) (ResultRequest, error) { return Decoder{}.Result(body) }
+
+// DecodeHeartbeat decodes a heartbeat body under DefaultLimits.
+func DecodeHeartbeat(body []byte) (HeartbeatRequest, error) { return Decoder{}.Heartbeat(body) }
+
+// DecodeRelease decodes a release body under DefaultLimits.
+func DecodeRelease(body []byte) (ReleaseRequest, error) { return Decoder{}.Release(body) }
+
+// DecodeEnqueue decodes an enqueue body under DefaultLimits.
+func DecodeEnqueue(body []byte) (EnqueueRequest, error) { return Decoder{}.Enqueue(body) }
+
+// DecodePayload decodes a payload body under DefaultLimits.
+func DecodePayload(body []byte) (PayloadRequest, error) { return Decoder{}.Payload(body) }
+
+// DecodeCancel decodes a cancel body under DefaultLimits.
+func DecodeCancel(body []byte) (CancelRequest, error) { return Decoder{}.Cancel(body) }
 
 // DecodeSiteQuery validates the siteId query parameter of GET
 // /relay/site/pending and /results (A14.1). The caller passes the first
@@ -207,7 +298,14 @@ func DecodeSiteQuery(siteID string) (SiteQuery, error) {
 // repeated key) names no version: present is false, and the body goes on
 // to fail its schema in the usual order.
 func PeekProtocolVersion(body []byte) (value string, present bool) {
-	v, err := strictjson.Parse(body)
+	return Decoder{}.PeekProtocolVersion(body)
+}
+
+// PeekProtocolVersion is the package-level PeekProtocolVersion under d's
+// limits. It runs before the signature is checked, so a body over the
+// value cap names no version and is parsed no further.
+func (d Decoder) PeekProtocolVersion(body []byte) (value string, present bool) {
+	v, err := strictjson.ParseWith(body, strictjson.Options{MaxValues: d.Limits.MaxValues()})
 	if err != nil || v.Kind != strictjson.Object {
 		return "", false
 	}
@@ -231,13 +329,14 @@ func HasUnsupportedVersion(body []byte) bool {
 
 // decodeBody parses body strictly and hands the tree to read, which records
 // the first schema problem in the reader.
-func decodeBody[T any](body []byte, schema string, read func(*reader, strictjson.Value) T) (T, error) {
+func decodeBody[T any](d Decoder, body []byte, schema string, read func(*reader, strictjson.Value) T) (T, error) {
 	var zero T
-	v, err := strictjson.Parse(body)
+	limits := d.Limits.withDefaults()
+	v, err := strictjson.ParseWith(body, strictjson.Options{MaxValues: limits.MaxValues()})
 	if err != nil {
 		return zero, &DecodeError{Schema: schema, Err: err}
 	}
-	r := &reader{schema: schema}
+	r := &reader{schema: schema, limits: limits}
 	out := read(r, v)
 	if r.err != nil {
 		return zero, r.err
@@ -251,6 +350,7 @@ func decodeBody[T any](body []byte, schema string, read func(*reader, strictjson
 // field.
 type reader struct {
 	schema string
+	limits Limits
 	err    *DecodeError
 }
 
@@ -386,7 +486,8 @@ func (r *reader) positive(o obj, key string) int64 {
 	return r.integer(o, key, 1, maxSafeInteger)
 }
 
-// array reads an array member, returning its items and its path.
+// array reads an array member of at most MaxListItems items, returning
+// its items and its path.
 func (r *reader) array(o obj, key string) ([]strictjson.Value, string) {
 	v, path, ok := r.field(o, key)
 	if !ok {
@@ -394,6 +495,10 @@ func (r *reader) array(o obj, key string) ([]strictjson.Value, string) {
 	}
 	if v.Kind != strictjson.Array {
 		r.fail(path, wrongType("array", v))
+		return nil, path
+	}
+	if n := len(v.Items); n > r.limits.MaxListItems {
+		r.fail(path, fmt.Errorf("%w: %d items, at most %d", ErrOverLimit, n, r.limits.MaxListItems))
 		return nil, path
 	}
 	return v.Items, path
@@ -466,12 +571,23 @@ func (r *reader) stub(v strictjson.Value, path string) JobStub {
 func (r *reader) envelope(v strictjson.Value, path string) SealedEnvelope {
 	o := r.object(v, path, true, "ciphertext", "recipientKeyId", "senderKeyId", "direction", "deadlineAt")
 	return SealedEnvelope{
-		Ciphertext:     r.str(o, "ciphertext"),
+		Ciphertext:     r.ciphertext(o),
 		RecipientKeyID: r.str(o, "recipientKeyId"),
 		SenderKeyID:    r.str(o, "senderKeyId"),
 		Direction:      r.oneOf(o, "direction", directions...),
 		DeadlineAt:     r.positive(o, "deadlineAt"),
 	}
+}
+
+// ciphertext reads an envelope's ciphertext: a non-empty string of at most
+// MaxCiphertextBytes bytes.
+func (r *reader) ciphertext(o obj) string {
+	s := r.str(o, "ciphertext")
+	if len(s) > r.limits.MaxCiphertextBytes {
+		r.fail(join(o.path, "ciphertext"), fmt.Errorf("%w: %d bytes, at most %d", ErrOverLimit, len(s), r.limits.MaxCiphertextBytes))
+		return ""
+	}
+	return s
 }
 
 // safeInteger reads a JSON number literal the way the reference does:

@@ -107,6 +107,7 @@ const (
 	MsgIDTaken            = "that job id belongs to another site"
 	MsgAlreadyFinished    = "this job has already finished"
 	MsgUnsupportedVersion = "this relay speaks protocol version 0 only"
+	MsgRateLimited        = "too many requests from this caller; wait retryAfter milliseconds and try again"
 )
 
 // ClockSkew builds the stale-timestamp refusal, which carries the server's
@@ -129,5 +130,13 @@ func UnsupportedVersion() *Refusal {
 	r := Refuse(CodeUnsupportedProtocolVersion, MsgUnsupportedVersion)
 	r.Body.Supported = []string{Version}
 	r.Body.Minimum = Version
+	return r
+}
+
+// RateLimited is relayd's refusal of a caller over its rate (design.md §3,
+// G26). retryAfterMs is how long the caller must wait, at least 1.
+func RateLimited(retryAfterMs int64) *Refusal {
+	r := Refuse(CodeRateLimited, MsgRateLimited)
+	r.Body.RetryAfter = max(retryAfterMs, 1)
 	return r
 }

@@ -68,6 +68,12 @@ func TestRefusalBodies(t *testing.T) {
 		require.Equal(t, `{"error":"bad-request","message":"request failed schema validation"}`, marshal(t, r.Body))
 		require.Equal(t, "bad-request: request failed schema validation", r.Error())
 	})
+	t.Run("rate limited names the wait in milliseconds", func(t *testing.T) {
+		r := RateLimited(1500)
+		require.Equal(t, http.StatusTooManyRequests, r.Status)
+		require.Equal(t, `{"error":"rate-limited","message":"too many requests from this caller; wait retryAfter milliseconds and try again","retryAfter":1500}`, marshal(t, r.Body))
+		require.Equal(t, int64(1), RateLimited(0).Body.RetryAfter, "never a zero wait, which the body would drop")
+	})
 	t.Run("403 paired with unauthorized (G1)", func(t *testing.T) {
 		r := RefuseWith(http.StatusForbidden, CodeUnauthorized, MsgNotHolder)
 		require.Equal(t, http.StatusForbidden, r.Status)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Signature header names. The caller header differs by plane.
@@ -46,20 +47,10 @@ func ParseSignature(h http.Header, callerHeader string) (Signature, bool) {
 }
 
 // joinedHeader reads a header the way the Fetch API does: repeated values
-// joined with ", ".
+// joined with ", ". One join, not repeated concatenation, so that thousands
+// of repeats cost linear time.
 func joinedHeader(h http.Header, name string) string {
-	vals := h.Values(name)
-	switch len(vals) {
-	case 0:
-		return ""
-	case 1:
-		return vals[0]
-	}
-	out := vals[0]
-	for _, v := range vals[1:] {
-		out += ", " + v
-	}
-	return out
+	return strings.Join(h.Values(name), ", ")
 }
 
 // parseIssuedAt accepts decimal digits only. Leading zeros are allowed, as

@@ -17,6 +17,7 @@ import (
 	"github.com/byollm/relayd/metrics"
 	"github.com/byollm/relayd/plane"
 	"github.com/byollm/relayd/projection"
+	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/memory"
 )
@@ -34,6 +35,9 @@ type Hooks struct {
 // in-flight requests get cfg.ShutdownTimeout to finish, then the store closes.
 func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hooks) error {
 	m := metrics.New()
+	if cfg.TestClockOffset != 0 {
+		logger.Warn("TEST ONLY: this replica's clock is shifted", slog.Duration("offset", cfg.TestClockOffset))
+	}
 	raw, err := OpenStore(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -57,10 +61,16 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		logger.Warn("the fixture does not register this relay's site; pairing and the site plane will refuse everyone", slog.String("site_id", cfg.SiteID))
 	}
 
+	limiter, siteLimiter, err := newLimiters(cfg, raw)
+	if err != nil {
+		return err
+	}
 	relay := plane.New(plane.Config{
 		SiteID: cfg.SiteID, BasePath: cfg.BasePath, LeaseMs: cfg.LeaseMs, Store: st,
-		Projection: src.Current, Clock: clock.System{}, Logger: logger,
+		Projection: src.Current, Clock: LocalClock(cfg), Logger: logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest,
+		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
+		RateLimit: limiter, SiteRateLimit: siteLimiter, TrustForwardedFor: cfg.TrustForwardedFor,
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
@@ -74,8 +84,8 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		publicLn.Close()
 		return fmt.Errorf("admin listen on %s: %w", cfg.AdminListen, err)
 	}
-	publicSrv := newHTTPServer(relay.Handler(), logger)
-	adminSrv := newHTTPServer(admin.Handler(), logger)
+	publicSrv := newHTTPServer(cfg, relay.Handler(), logger)
+	adminSrv := newHTTPServer(cfg, admin.Handler(), logger)
 
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBackground()
@@ -121,24 +131,37 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	return serveErr
 }
 
+// LocalClock is this process's own clock: the system clock, shifted by the
+// test-only --test-clock-offset. Valkey's clock is never shifted.
+func LocalClock(cfg config.Config) clock.Clock {
+	if cfg.TestClockOffset == 0 {
+		return clock.System{}
+	}
+	return clock.Offset{Base: clock.System{}, Delta: cfg.TestClockOffset}
+}
+
 // OpenStore builds the routing store the configuration names.
 func OpenStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (store.RoutingStore, error) {
 	switch cfg.Store {
 	case config.StoreMemory:
-		return memory.New(clock.System{}), nil
+		return memory.New(LocalClock(cfg)), nil
 	case config.StoreValkey:
 		return openValkey(ctx, cfg.Valkey, logger)
 	}
 	return nil, fmt.Errorf("unknown store %q", cfg.Store)
 }
 
-func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+// newHTTPServer serves h with the configured header limits: a client
+// gets cfg.ReadHeaderTimeout to send at most cfg.MaxHeaderBytes of headers
+// (net/http answers 431 beyond that), so slow or bloated headers cannot
+// hold a connection or memory for long.
+func newHTTPServer(cfg config.Config, h http.Handler, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 }

@@ -34,13 +34,20 @@ type running struct {
 // the example fixture, and stops it at the end of the test.
 func start(t *testing.T, logger ...*slog.Logger) *running {
 	t.Helper()
+	return startWith(t, nil, logger...)
+}
+
+// startWith is start with more flags.
+func startWith(t *testing.T, extra []string, logger ...*slog.Logger) *running {
+	t.Helper()
 	dir := t.TempDir()
 	fixture := filepath.Join(dir, "fixture.json")
 	example, err := os.ReadFile("../deploy/fixture.example.json")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(fixture, example, 0o600))
-	cfg, err := config.Load([]string{"--fixture", fixture, "--site-id", "site_example", "--listen", "127.0.0.1:0",
-		"--admin-listen", "127.0.0.1:0", "--fixture-poll", "-1s"}, func(string) string { return "" })
+	args := []string{"--fixture", fixture, "--site-id", "site_example", "--listen", "127.0.0.1:0",
+		"--admin-listen", "127.0.0.1:0", "--fixture-poll", "-1s"}
+	cfg, err := config.Load(append(args, extra...), func(string) string { return "" })
 	require.NoError(t, err)
 
 	log := slog.New(slog.DiscardHandler)

@@ -5,6 +5,10 @@
 // escapes, nesting deeper than MaxDepth and anything after the value.
 // Numbers are kept as the literal text the sender wrote, so callers decide
 // how to read them.
+//
+// A tree costs far more memory than its text (a two-byte "0," becomes a
+// Value of some seventy bytes), so ParseWith can also cap how many values
+// a document may hold, and stops reading as soon as it has seen more.
 package strictjson
 
 import (
@@ -31,7 +35,16 @@ var (
 	ErrDuplicateKey = errors.New("duplicate key")
 	ErrTooDeep      = errors.New("nesting too deep")
 	ErrTrailingData = errors.New("data after the JSON value")
+	ErrTooMany      = errors.New("too many values")
 )
+
+// Options tightens what Parse accepts. The zero Options adds nothing.
+type Options struct {
+	// MaxValues caps how many values the document may hold, counting every
+	// scalar, array and object at any depth (keys are not values). Zero
+	// means no cap.
+	MaxValues int
+}
 
 // Error is a refusal by Parse: what went wrong and the byte offset where it
 // was noticed.
@@ -113,7 +126,11 @@ func (v Value) Get(key string) (Value, bool) {
 // byte order mark, invalid UTF-8, repeated keys, unpaired surrogate escapes,
 // nesting deeper than MaxDepth and trailing data; the error is an *Error
 // wrapping one of the Err sentinels.
-func Parse(data []byte) (Value, error) {
+func Parse(data []byte) (Value, error) { return ParseWith(data, Options{}) }
+
+// ParseWith is Parse under opts: a document with more than opts.MaxValues
+// values is refused with ErrTooMany, before the rest of it is read.
+func ParseWith(data []byte, opts Options) (Value, error) {
 	if len(data) == 0 {
 		return Value{}, &Error{Err: ErrEmpty}
 	}
@@ -125,7 +142,7 @@ func Parse(data []byte) (Value, error) {
 	if !utf8.Valid(data) {
 		return Value{}, &Error{Offset: firstInvalidUTF8(data), Err: ErrInvalidUTF8}
 	}
-	p := parser{data: data}
+	p := parser{data: data, budget: opts.MaxValues, limited: opts.MaxValues > 0}
 	p.skipSpace()
 	if p.pos == len(data) {
 		return Value{}, p.fail(ErrSyntax, "no value")
@@ -157,6 +174,10 @@ func firstInvalidUTF8(data []byte) int {
 type parser struct {
 	data []byte
 	pos  int
+	// budget is how many more values may be read; counted only when the
+	// caller set a cap (limited).
+	budget  int
+	limited bool
 }
 
 func (p *parser) fail(err error, detail string) *Error {
@@ -180,6 +201,12 @@ func (p *parser) skipSpace() {
 func (p *parser) value(depth int) (Value, error) {
 	if p.pos >= len(p.data) {
 		return Value{}, p.fail(ErrSyntax, "unexpected end")
+	}
+	if p.limited {
+		if p.budget == 0 {
+			return Value{}, p.fail(ErrTooMany, "")
+		}
+		p.budget--
 	}
 	switch c := p.data[p.pos]; {
 	case c == '{':

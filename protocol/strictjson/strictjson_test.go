@@ -185,6 +185,28 @@ func TestErrorOffsetAndDetail(t *testing.T) {
 	require.True(t, utf8.ValidString(perr.Detail))
 }
 
+func TestParseWithCapsTheNumberOfValues(t *testing.T) {
+	// {"a":[1,2],"b":null} holds five values: the object, the array, its
+	// two items and null.
+	doc := []byte(`{"a":[1,2],"b":null}`)
+	_, err := ParseWith(doc, Options{MaxValues: 5})
+	require.NoError(t, err)
+	_, err = ParseWith(doc, Options{MaxValues: 4})
+	require.ErrorIs(t, err, ErrTooMany)
+	_, err = ParseWith(doc, Options{})
+	require.NoError(t, err, "zero options cap nothing")
+
+	// The cap stops the read early: a huge array is refused at the first
+	// value past it, whatever follows.
+	huge := []byte("[" + strings.Repeat("0,", 1<<20) + "x")
+	_, err = ParseWith(huge, Options{MaxValues: 100})
+	var perr *Error
+	require.ErrorAs(t, err, &perr)
+	require.ErrorIs(t, err, ErrTooMany)
+	// The array is the first value, so its 100th item is the 101st.
+	require.Equal(t, 1+2*99, perr.Offset, "refused at the 101st value, not at the end")
+}
+
 func TestKindString(t *testing.T) {
 	require.Equal(t, "null", Null.String())
 	require.Equal(t, "boolean", Bool.String())

@@ -1,0 +1,105 @@
+package ratelimit_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	vk "github.com/valkey-io/valkey-go"
+
+	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/ratelimit"
+	"github.com/byollm/relayd/store/valkey"
+)
+
+// An idle bucket must not stay behind: its key expires when the bucket
+// would be full again, and a refusal writes nothing.
+func TestValkeyBucketExpiresWhenFullAgain(t *testing.T) {
+	srv := valkeytest.Shared(t)
+	client := srv.Client(t)
+	prefix := valkeytest.Prefix(t)
+	l, err := ratelimit.NewValkey(client, prefix, ratelimit.Rate{Every: time.Second, Burst: 3})
+	require.NoError(t, err)
+	key := ratelimit.Key(prefix, "runner:a")
+
+	pttl := func() int64 {
+		ms, err := client.Do(t.Context(), client.B().Pttl().Key(key).Build()).AsInt64()
+		require.NoError(t, err)
+		return ms
+	}
+	require.Equal(t, int64(-2), pttl(), "no key before the first request")
+	for range 3 {
+		d, err := l.Allow(t.Context(), "runner:a")
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	// Three tokens taken: full again in three seconds, so the key lives at
+	// most that long.
+	ttl := pttl()
+	require.Greater(t, ttl, int64(2000))
+	require.LessOrEqual(t, ttl, int64(3000))
+	d, err := l.Allow(t.Context(), "runner:a")
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.Greater(t, d.RetryAfter, time.Duration(0))
+	require.LessOrEqual(t, d.RetryAfter, time.Second)
+	require.LessOrEqual(t, pttl(), ttl, "a refusal does not extend the key")
+}
+
+// On Valkey's running TIME (no lever), waits are real and shrink.
+func TestValkeyOnTheRunningClock(t *testing.T) {
+	srv := valkeytest.Shared(t)
+	l, err := ratelimit.NewValkey(srv.Client(t), valkeytest.Prefix(t), ratelimit.Rate{Every: 50 * time.Millisecond, Burst: 1})
+	require.NoError(t, err)
+	d, err := l.Allow(t.Context(), "k")
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	d, err = l.Allow(t.Context(), "k")
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.LessOrEqual(t, d.RetryAfter, 50*time.Millisecond)
+	time.Sleep(d.RetryAfter)
+	require.Eventually(t, func() bool {
+		d, err := l.Allow(t.Context(), "k")
+		return err == nil && d.Allowed
+	}, time.Second, 5*time.Millisecond)
+}
+
+// A bucket and the clock lever share the prefix's hash tag, so the script
+// runs on a cluster without a cross-slot error.
+func TestValkeyOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster start-up skipped in -short mode")
+	}
+	srv := valkeytest.StartCluster(t)
+	client := srv.Client(t)
+	st, err := valkey.NewFromClient(client, valkeytest.Prefix(t))
+	require.NoError(t, err)
+	require.NoError(t, st.PinClockForTest(t.Context()))
+	l, err := ratelimit.NewValkey(client, st.Prefix(), ratelimit.Rate{Every: time.Second, Burst: 1})
+	require.NoError(t, err)
+	for _, key := range []string{"runner:a", "site:b", "addr:192.0.2.7"} {
+		d, err := l.Allow(t.Context(), key)
+		require.NoError(t, err)
+		require.True(t, d.Allowed, key)
+		d, err = l.Allow(t.Context(), key)
+		require.NoError(t, err)
+		require.Equal(t, time.Second, d.RetryAfter, key)
+	}
+}
+
+func TestValkeyThatCannotAnswerIsAnError(t *testing.T) {
+	srv := valkeytest.Shared(t)
+	client, err := vk.NewClient(vk.ClientOption{InitAddress: srv.Addrs, ForceSingleClient: true, DisableCache: true})
+	require.NoError(t, err)
+	l, err := ratelimit.NewValkey(client, valkeytest.Prefix(t), ratelimit.Rate{Every: time.Second, Burst: 1})
+	require.NoError(t, err)
+	client.Close()
+	_, err = l.Allow(t.Context(), "k")
+	require.ErrorContains(t, err, "ratelimit: valkey")
+}
+
+func TestNewValkeyRefusesAPrefixWithoutAHashTag(t *testing.T) {
+	_, err := ratelimit.NewValkey(nil, "relayd:", ratelimit.Rate{Every: time.Second, Burst: 1})
+	require.ErrorContains(t, err, "hash tag")
+}
