@@ -18,6 +18,7 @@ type Metrics struct {
 	registry *prometheus.Registry
 
 	requests        *prometheus.CounterVec
+	inFlight        prometheus.Gauge
 	requestDuration *prometheus.HistogramVec
 	storeDuration   *prometheus.HistogramVec
 	storeErrors     *prometheus.CounterVec
@@ -36,6 +37,9 @@ func New() *Metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relayd_http_requests_total", Help: "Requests answered, by route and status.",
 		}, []string{"route", "status"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "relayd_http_requests_in_flight", Help: "Protocol requests being answered now; a draining replica shows them finish.",
+		}),
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "relayd_http_request_duration_seconds", Help: "Time to answer a request, by route.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
@@ -55,7 +59,7 @@ func New() *Metrics {
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.requestDuration, m.storeDuration, m.storeErrors,
+		m.requests, m.inFlight, m.requestDuration, m.storeDuration, m.storeErrors,
 		m.claimsGranted, m.leasesRenewed, m.leasesLost, m.sweepRequeued, m.sweepExpired,
 	)
 	return m
@@ -66,9 +70,13 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
+// RequestStarted counts a request in flight until ObserveRequest answers it.
+func (m *Metrics) RequestStarted() { m.inFlight.Inc() }
+
 // ObserveRequest records one answered request. route must come from a
 // small fixed set, never from the raw path.
 func (m *Metrics) ObserveRequest(route string, status int, took time.Duration) {
+	m.inFlight.Dec()
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	m.requestDuration.WithLabelValues(route).Observe(took.Seconds())
 }

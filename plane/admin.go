@@ -18,7 +18,7 @@ type Admin struct {
 // NewAdmin builds the admin handler for relay. Extra handlers (metrics) can
 // be mounted with Mount.
 func NewAdmin(relay *Relay) *Admin {
-	a := &Admin{relay: relay, echo: newEcho(relay.cfg.Logger, nil)}
+	a := &Admin{relay: relay, echo: newEcho(relay.cfg.Logger, observer{})}
 	a.echo.GET("/healthz", func(c echo.Context) error {
 		return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
 	})

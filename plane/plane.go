@@ -67,6 +67,9 @@ type Config struct {
 	// ObserveRequest, when set, is told of every answered request. route
 	// comes from a small fixed set, never from the raw path.
 	ObserveRequest func(route string, status int, took time.Duration)
+	// RequestStarted, when set, is told as each request begins; every call
+	// is followed by one ObserveRequest when the request is answered.
+	RequestStarted func()
 }
 
 // Relay serves the byollm protocol.
@@ -96,7 +99,7 @@ func New(cfg Config) *Relay {
 		base = DefaultBasePath
 	}
 	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/"), decoder: protocol.NewDecoder(cfg.Limits)}
-	r.public = newEcho(cfg.Logger, cfg.ObserveRequest)
+	r.public = newEcho(cfg.Logger, observer{started: cfg.RequestStarted, answered: cfg.ObserveRequest})
 	// The reference never checks the method (A0.6); echo's Any covers only
 	// the common ones, so every other method reaches dispatch this way.
 	r.public.Any("/*", r.dispatch)
@@ -111,7 +114,7 @@ func (r *Relay) Handler() http.Handler { return r.public }
 
 // newEcho returns an echo instance with relayd's middleware: request ids,
 // one log line per request, and panics turned into a JSON 500.
-func newEcho(logger *slog.Logger, observe func(string, int, time.Duration)) *echo.Echo {
+func newEcho(logger *slog.Logger, observe observer) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

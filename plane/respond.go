@@ -96,10 +96,19 @@ func requestID(c echo.Context) string {
 // requestLog tags each request with an id (the caller's X-Request-ID when it
 // sends a sane one) and logs one line when it ends. It logs no body, no
 // signature and no query: nothing a caller sent beyond its route.
-func requestLog(logger *slog.Logger, observe func(string, int, time.Duration)) echo.MiddlewareFunc {
+// observer is told when requests begin and are answered; either may be nil.
+type observer struct {
+	started  func()
+	answered func(route string, status int, took time.Duration)
+}
+
+func requestLog(logger *slog.Logger, observe observer) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
+			if observe.started != nil {
+				observe.started()
+			}
 			id := c.Request().Header.Get("X-Request-ID")
 			if id == "" || len(id) > 128 {
 				id = uuid.NewString()
@@ -108,8 +117,8 @@ func requestLog(logger *slog.Logger, observe func(string, int, time.Duration)) e
 			c.Response().Header().Set("X-Request-ID", id)
 			err := next(c)
 			took := time.Since(start)
-			if observe != nil {
-				observe(routeOf(c), c.Response().Status, took)
+			if observe.answered != nil {
+				observe.answered(routeOf(c), c.Response().Status, took)
 			}
 			logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
 				slog.String("request_id", id),

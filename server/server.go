@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	relay := plane.New(plane.Config{
 		SiteID: cfg.SiteID, BasePath: cfg.BasePath, LeaseMs: cfg.LeaseMs, Store: st,
 		Projection: src.Current, Clock: LocalClock(cfg), Logger: logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest,
+		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RateLimit: limiter, SiteRateLimit: siteLimiter, TrustForwardedFor: cfg.TrustForwardedFor,
 	})

@@ -78,6 +78,11 @@ func TestSIGTERMFailsReadinessFirstAndFinishesInFlightRequests(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 
 	finish := halfSentEnqueue(t, p.Public)
+	// Signal only once relayd holds the request: sooner, the listener could
+	// close before the connection was even accepted.
+	require.Eventually(t, func() bool {
+		return strings.Contains(metricsText(p.Admin), "relayd_http_requests_in_flight 1")
+	}, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, p.Signal(syscall.SIGTERM))
 
 	// While the request is still open, the replica already says it is
@@ -118,4 +123,14 @@ func runRelayd(t *testing.T, args ...string) (string, error) {
 	cmd := exec.Command(relaydtest.Binary(t), args...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+func metricsText(admin string) string {
+	resp, err := http.Get(admin + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
