@@ -1,23 +1,24 @@
 // Package relaydtest builds the relayd binary once per test process and runs
 // real relayd processes on free loopback ports, for tests that need what
-// only a process shows: signals, crashes, several replicas.
+// only a process shows: signals, crashes, several replicas. The process
+// handling itself lives in internal/fleet; this package ties it to a test's
+// lifetime.
 package relaydtest
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"fmt"
+	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/byollm/relayd/internal/fleet"
 )
 
+// The binary is built once per test process and shared by every test in it;
+// building per test would cost seconds each.
 var (
 	buildOnce sync.Once
 	binary    string
@@ -29,7 +30,9 @@ var (
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := moduleRoot()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		root, err := fleet.ModuleRoot(ctx)
 		if err != nil {
 			buildErr = err
 			return
@@ -39,29 +42,12 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		binary = filepath.Join(dir, "relayd")
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd/relayd")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/relayd: %w\n%s", err, out)
-		}
+		binary, buildErr = fleet.Build(ctx, root, dir)
 	})
 	if buildErr != nil {
 		t.Fatalf("build relayd: %v", buildErr)
 	}
 	return binary
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside the relayd module")
-	}
-	return filepath.Dir(mod), nil
 }
 
 // Options start one relayd.
@@ -80,103 +66,79 @@ type Process struct {
 	// Public and Admin are the listeners' base URLs.
 	Public, Admin string
 
-	cmd  *exec.Cmd
-	logs *syncBuffer
-	done chan struct{}
-	err  error
+	proc *fleet.Process
 }
 
 // Start runs relayd with opts on free loopback ports and waits until it
-// serves. The process is killed at the end of the test if still running.
+// serves. The process is killed at the end of the test if still running,
+// and its logs are printed if the test failed.
 func Start(t testing.TB, opts Options) *Process {
 	t.Helper()
 	args := append([]string{"--fixture", opts.Fixture, "--site-id", opts.SiteID,
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, opts.Args...)
-	cmd := exec.Command(Binary(t), args...)
-	cmd.Env = append(os.Environ(), opts.Env...)
-	logs := &syncBuffer{}
-	stdout, err := cmd.StdoutPipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := fleet.StartProcess(ctx, fleet.ProcessOptions{Binary: Binary(t), Args: args, Env: opts.Env})
 	if err != nil {
-		t.Fatalf("stdout pipe: %v", err)
+		t.Fatalf("%v", err)
 	}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start relayd: %v", err)
-	}
-	p := &Process{cmd: cmd, logs: logs, done: make(chan struct{})}
-	serving := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			logs.Write(append(append([]byte{}, line...), '\n'))
-			var entry struct{ Msg, Public, Admin string }
-			if json.Unmarshal(line, &entry) == nil && entry.Msg == "relayd serving" {
-				serving <- [2]string{entry.Public, entry.Admin}
-			}
-		}
-	}()
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 	t.Cleanup(func() {
-		p.Kill()
+		_ = p.Kill()
 		if t.Failed() {
 			t.Logf("relayd logs:\n%s", p.Logs())
 		}
 	})
-	select {
-	case addrs := <-serving:
-		p.Public, p.Admin = "http://"+addrs[0], "http://"+addrs[1]
-	case <-p.done:
-		t.Fatalf("relayd exited before serving: %v\n%s", p.err, p.Logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("relayd did not start serving within 30s\n%s", p.Logs())
+	return &Process{Public: p.Public, Admin: p.Admin, proc: p}
+}
+
+// Fleet starts a fleet with o (Binary defaults to this checkout's relayd),
+// kills it at the end of the test and prints its logs if the test failed.
+func Fleet(t testing.TB, o fleet.Options) *fleet.Fleet {
+	t.Helper()
+	if o.Binary == "" {
+		o.Binary = Binary(t)
 	}
-	return p
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f, err := fleet.Start(ctx, o)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() {
+		f.Close()
+		if t.Failed() {
+			for _, r := range f.Replicas() {
+				t.Logf("replica %d (%s), last lines of its logs:\n%s", r.Index, r.PublicURL(), lastLines(r.Logs(), 40))
+			}
+		}
+	})
+	return f
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Signal sends sig to the process.
-func (p *Process) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+func (p *Process) Signal(sig syscall.Signal) error { return p.proc.Signal(sig) }
 
 // Kill stops the process at once, as kill -9 would.
-func (p *Process) Kill() {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *Process) Kill() { _ = p.proc.Kill() }
 
 // Wait waits for the process to exit and returns its exit error.
 func (p *Process) Wait(timeout time.Duration) error {
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(timeout):
-		return fmt.Errorf("relayd still running after %s", timeout)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return p.proc.Wait(ctx)
 }
 
 // Logs returns everything the process printed so far.
-func (p *Process) Logs() string { return p.logs.String() }
+func (p *Process) Logs() string { return p.proc.Logs() }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// Underlying returns the fleet process behind p.
+func (p *Process) Underlying() *fleet.Process { return p.proc }

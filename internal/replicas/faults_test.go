@@ -1,0 +1,267 @@
+package replicas_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/internal/workload"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// kill -9 of a replica mid-flight: requests to it fail in transport and the
+// balancer sends them to the others; a claim or result that had already run
+// when the connection died is retried elsewhere. No job is lost and none
+// runs twice under a live lease. The replica then comes back on the same
+// address and takes work again.
+func TestKill9_ClientsRetryElsewhereAndNothingIsLostOrRunTwice(t *testing.T) {
+	// Short leases so that a grant orphaned by the crash (its claim ran,
+	// its answer died with the replica) comes back quickly.
+	r := newRig(t, rigOptions{fleet: fleet.Options{LeaseMs: 3000, SweepInterval: 200 * time.Millisecond}})
+	run := r.startWorkload(workload.Config{Jobs: faultJobs(t), ReplayFraction: 0.1, StallTimeout: 30 * time.Second})
+
+	require.NoError(t, run.WaitCollected(r.ctx, atPercent(run, 30)))
+	victim := r.fleet.Replica(1)
+	require.NoError(t, victim.Kill())
+	t.Logf("killed replica 1 at %+v", run.Progress())
+
+	require.NoError(t, run.WaitCollected(r.ctx, atPercent(run, 60)))
+	require.NoError(t, victim.Restart(r.ctx))
+	t.Logf("replica 1 back at %+v", run.Progress())
+
+	rep := requireClean(t, run)
+	refused := 0
+	for kind, n := range rep.Errors {
+		if strings.Contains(kind, "try: connection refused") {
+			refused += n
+		}
+	}
+	require.Positive(t, refused, "requests reached the dead replica and were retried: %v", rep.Errors)
+	require.Positive(t, rep.Retries)
+}
+
+// Valkey restarted with AOF on: routing state survives; while it is down
+// every replica answers 503 server-error with Retry-After and fails /readyz;
+// when it is back everything recovers without restarting relayd. Two
+// outages: one at a quiet point, where the whole routing state is compared
+// before and after, and one under load.
+func TestValkeyRestart_StateSurvivesAndRelaysRecoverByThemselves(t *testing.T) {
+	srv := valkeytest.StartWith(t, valkeytest.Options{Persist: true})
+	if !srv.CanRestart() {
+		t.Skip("this test stops and restarts Valkey, which it cannot do to a server it did not start (VALKEY_ADDR)")
+	}
+	// Acknowledge a write only once it is on disk, so that "survives" is
+	// exact rather than "up to the last second".
+	vc := srv.Client(t)
+	require.NoError(t, vc.Do(context.Background(), vc.B().ConfigSet().ParameterValue().ParameterValue("appendfsync", "always").Build()).Error())
+
+	// A 10 s lease: a claim that ran just as Valkey died, whose answer was
+	// lost, leaves a grant nobody knows of; it comes back when the lease
+	// lapses.
+	r := newRig(t, rigOptions{valkey: srv, spares: 1, fleet: fleet.Options{LeaseMs: 10_000, SweepInterval: 200 * time.Millisecond}})
+	urls := r.fleet.PublicURLs()
+	st := r.store()
+	pids := map[int]int{}
+	for i, rep := range r.fleet.Replicas() {
+		pids[i] = rep.Process().PID()
+	}
+
+	// Some state of every kind: finished jobs with results, paired
+	// daemons, a sealed job held under a lease, two queued jobs.
+	requireClean(t, r.runWorkload(workload.Config{Jobs: 100}))
+	spare := r.fx.Spares[0]
+	site := r.siteAt(urls[0])
+	d := r.daemonAt(spare, urls[1])
+	for _, id := range []string{"kept-1", "kept-2", "kept-3"} {
+		_, err := site.Enqueue(r.ctx, r.stub(site, id, spare.Owner))
+		require.NoError(t, err)
+	}
+	claimed, err := d.Claim(r.ctx, []string{protocol.KindGenerate}, 1)
+	require.NoError(t, err)
+	require.Len(t, claimed.Jobs, 1)
+	held := claimed.Jobs[0]
+	pending, err := site.AwaitPending(r.ctx, held.ID)
+	require.NoError(t, err)
+	_, err = site.SendPayload(r.ctx, pending, held.DeadlineAt, []byte(`{"prompt":"survive"}`))
+	require.NoError(t, err)
+
+	before := snapshot(t, r.ctx, st)
+	srv.Stop(t)
+	requireOutageAnswers(t, r)
+	srv.Restart(t)
+	require.NoError(t, r.fleet.WaitReady(r.ctx), "every replica is ready again by itself")
+	require.Equal(t, before, snapshot(t, r.ctx, st), "the routing state is as it was")
+	for i, rep := range r.fleet.Replicas() {
+		require.Equal(t, pids[i], rep.Process().PID(), "replica %d was not restarted", i)
+	}
+	// And it is live: the daemon is still recognised, fetches the sealed
+	// job under its old lease, and claims the queued ones.
+	_, err = d.Heartbeat(r.ctx, []protocol.LeaseRef{{JobID: held.ID, LeaseID: held.Lease.ID}})
+	require.NoError(t, err)
+	fetched, err := d.Fetch(r.ctx, held.ID, held.Lease.ID)
+	require.NoError(t, err)
+	plain, err := client.Open(spare.Keys, fetched.Envelope, client.Expectation{JobID: held.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Keys().Public().Identity})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"prompt":"survive"}`, string(plain))
+	rest, err := d.Claim(r.ctx, []string{protocol.KindGenerate}, 8)
+	require.NoError(t, err)
+	ids := []string{held.ID}
+	for _, j := range rest.Jobs {
+		ids = append(ids, j.ID)
+	}
+	require.ElementsMatch(t, []string{"kept-1", "kept-2", "kept-3"}, ids)
+
+	// The second outage, under load.
+	run := r.startWorkload(workload.Config{Jobs: faultJobs(t), ReplayFraction: 0.1, Allow503: true, StallTimeout: 60 * time.Second})
+	require.NoError(t, run.WaitCollected(r.ctx, atPercent(run, 30)))
+	srv.Stop(t)
+	t.Logf("Valkey stopped at %+v", run.Progress())
+	requireOutageAnswers(t, r)
+	srv.Restart(t)
+	t.Logf("Valkey back at %+v", run.Progress())
+	require.NoError(t, r.fleet.WaitReady(r.ctx))
+	rep := requireClean(t, run)
+	require.Positive(t, rep.Statuses[http.StatusServiceUnavailable], "the workload met the outage")
+	for i, rep := range r.fleet.Replicas() {
+		require.Equal(t, pids[i], rep.Process().PID(), "replica %d was not restarted", i)
+	}
+}
+
+// requireOutageAnswers checks every replica while Valkey is down: a 503
+// server-error with Retry-After, and a failing /readyz.
+func requireOutageAnswers(t *testing.T, r *rig) {
+	t.Helper()
+	for i, base := range r.fleet.PublicURLs() {
+		s := r.siteAt(base)
+		var resp client.RawResponse
+		eventually(t, 10*time.Second, fmt.Sprintf("replica %d answers 503 while Valkey is down", i), func() bool {
+			var err error
+			resp, err = s.Do(r.ctx, http.MethodGet, "pending", nil)
+			require.NoError(t, err)
+			return resp.Status == http.StatusServiceUnavailable
+		})
+		var body protocol.ErrorBody
+		require.NoError(t, json.Unmarshal(resp.Body, &body))
+		require.Equal(t, protocol.CodeServerError, body.Error)
+		require.NotEmpty(t, resp.Header.Get("Retry-After"), "a 503 says when to try again")
+		eventually(t, 10*time.Second, fmt.Sprintf("replica %d fails /readyz", i), func() bool {
+			status, state := readiness(t, r.ctx, r.fleet.Replica(i).AdminURL())
+			return status == http.StatusServiceUnavailable && state == "unavailable"
+		})
+	}
+}
+
+// routingState is everything a store holds, as its reads report it.
+type routingState struct {
+	Jobs     []store.Job
+	Presence []store.Presence
+}
+
+func snapshot(t *testing.T, ctx context.Context, st store.RoutingStore) routingState {
+	t.Helper()
+	jobs, err := st.Jobs(ctx, 0)
+	require.NoError(t, err)
+	people, err := st.Everyone(ctx, 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, jobs)
+	require.NotEmpty(t, people)
+	return routingState{Jobs: jobs, Presence: people}
+}
+
+// SIGTERM of a replica under load: it fails /readyz first, finishes what
+// is in flight (a request held half-sent across the signal completes with
+// 200), exits cleanly, and the load moves to the other replicas with
+// nothing lost.
+func TestSIGTERM_ReplicaDrainsUnderLoadAndNothingIsLost(t *testing.T) {
+	r := newRig(t, rigOptions{spares: 1, fleet: fleet.Options{ShutdownTimeout: 30 * time.Second}})
+	run := r.startWorkload(workload.Config{Jobs: faultJobs(t), ReplayFraction: 0.1, StallTimeout: 30 * time.Second})
+	require.NoError(t, run.WaitCollected(r.ctx, atPercent(run, 30)))
+
+	victim := r.fleet.Replica(2)
+	site := r.siteAt(victim.PublicURL())
+	probe := r.stub(site, "drain-probe", r.fx.Spares[0].Owner) // nobody runs spare jobs
+	finish := holdRequest(t, victim.PublicURL(), site, probe)
+	require.NoError(t, victim.Process().Signal(syscall.SIGTERM))
+	t.Logf("SIGTERM to replica 2 at %+v", run.Progress())
+
+	// The held request keeps the replica in its drain, so this is certain
+	// to be seen: not ready, still running.
+	eventually(t, 10*time.Second, "the draining replica fails /readyz", func() bool {
+		status, state := readiness(t, r.ctx, victim.AdminURL())
+		return status == http.StatusServiceUnavailable && state == "draining"
+	})
+	require.True(t, victim.Running(), "still running while a request is in flight")
+
+	resp := finish()
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the in-flight request completes: %s", body)
+	require.JSONEq(t, `{"jobId":"drain-probe","state":"queued"}`, string(body))
+
+	waitCtx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, victim.Process().Wait(waitCtx), "the replica exits cleanly after draining")
+	logs := victim.Logs()
+	require.Less(t, strings.Index(logs, `"msg":"draining"`), strings.Index(logs, `"msg":"stopped"`))
+
+	rep := requireClean(t, run)
+	t.Logf("tries per replica: %v", rep.Tries)
+	job, ok, err := r.store().Job(r.ctx, "drain-probe")
+	require.NoError(t, err)
+	require.True(t, ok, "the request completed during the drain was stored")
+	require.Equal(t, store.Queued, job.State)
+}
+
+// holdRequest sends a correctly signed enqueue of stub to base and holds
+// back its body, so the request stays in flight until finish is called. It
+// returns only once relayd's handler is waiting for the body: the request
+// asks for "100 Continue", which the server sends when the handler starts
+// reading. (Returning as soon as the bytes are written would race with
+// relayd accepting the connection.)
+func holdRequest(t *testing.T, base string, site *client.Site, stub protocol.JobStub) (finish func() *http.Response) {
+	t.Helper()
+	body, err := json.Marshal(protocol.EnqueueRequest{SiteID: site.SiteID(), Stub: stub})
+	require.NoError(t, err)
+	h := site.SignHeaders("site/enqueue", body)
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	conn, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	var head strings.Builder
+	fmt.Fprintf(&head, "POST /relay/site/enqueue HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\nExpect: 100-continue\r\n", u.Host, len(body))
+	for name, vals := range h {
+		fmt.Fprintf(&head, "%s: %s\r\n", name, vals[0])
+	}
+	head.WriteString("\r\n")
+	_, err = io.WriteString(conn, head.String())
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(conn)
+	cont, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusContinue, cont.StatusCode, "the handler is reading the body")
+	return func() *http.Response {
+		_, err := conn.Write(body)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		return resp
+	}
+}

@@ -1,0 +1,186 @@
+package replicas_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/workload"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// Sweeps race: every replica sweeps every 5 ms, and the test adds four
+// loops of explicit sweeps on the same store, while daemons abandon a tenth
+// of their grants so that leases keep lapsing. Each lapsed job must go back
+// to the queue once and on to exactly one new holder: none lost, none
+// granted twice under live leases.
+func TestSweepersRacing_LapsedLeasesRequeueOnce(t *testing.T) {
+	r := newRig(t, rigOptions{fleet: fleet.Options{LeaseMs: 1500, SweepInterval: 5 * time.Millisecond}})
+	st := r.store()
+
+	ctx, stop := context.WithCancel(r.ctx)
+	var sweeps, requeued, failures atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				res, err := st.Sweep(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						failures.Add(1)
+					}
+					continue
+				}
+				sweeps.Add(1)
+				requeued.Add(int64(len(res.Requeued)))
+			}
+		})
+	}
+	run := r.runWorkload(workload.Config{
+		Jobs: faultJobs(t), AbandonFraction: 0.1, ReplayFraction: 0.05,
+		HeartbeatInterval: 300 * time.Millisecond, StallTimeout: 30 * time.Second,
+	})
+	stop()
+	wg.Wait()
+
+	rep := requireClean(t, run)
+	t.Logf("explicit sweeps: %d, requeuing %d jobs; failed %d", sweeps.Load(), requeued.Load(), failures.Load())
+	require.Zero(t, failures.Load(), "explicit sweeps never fail")
+	require.Positive(t, rep.Abandoned, "some grants were abandoned")
+	require.GreaterOrEqual(t, rep.Regranted, rep.Abandoned/2, "abandoned jobs went to someone else")
+	require.Positive(t, sweeps.Load())
+}
+
+// A daemon that stops heartbeating loses its job within lease + sweep
+// interval, to the background sweeper alone; another daemon then gets it,
+// and the first daemon's late result and fetch are refused.
+func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
+	const leaseMs, sweep = 1500, 200 * time.Millisecond
+	r := newRig(t, rigOptions{fleet: fleet.Options{LeaseMs: leaseMs, SweepInterval: sweep}})
+	st := r.store()
+	urls := r.fleet.PublicURLs()
+	owner := r.fx.Owners[0]
+	devs := r.fx.DevicesOf(owner)
+	site := r.siteAt(urls[2])
+	a := r.daemonAt(devs[0], urls[0], urls[1])
+	b := r.daemonAt(devs[1], urls[2], urls[0])
+
+	stub := r.stub(site, "lapse-1", owner)
+	_, err := site.Enqueue(r.ctx, stub)
+	require.NoError(t, err)
+	claimed, err := a.Claim(r.ctx, []string{protocol.KindGenerate}, 1)
+	require.NoError(t, err)
+	require.Len(t, claimed.Jobs, 1)
+	leaseA := claimed.Jobs[0].Lease
+	pending, err := site.AwaitPending(r.ctx, stub.ID)
+	require.NoError(t, err)
+	_, err = site.SendPayload(r.ctx, pending, stub.DeadlineAt, []byte(`{"prompt":"hello"}`))
+	require.NoError(t, err)
+	_, err = a.Fetch(r.ctx, stub.ID, leaseA.ID)
+	require.NoError(t, err)
+
+	// While it heartbeats, it keeps the job well past one lease.
+	ref := []protocol.LeaseRef{{JobID: stub.ID, LeaseID: leaseA.ID}}
+	var lastSent, lastRecv time.Time
+	for range 4 {
+		time.Sleep(leaseMs / 3 * time.Millisecond) // the heartbeat cadence itself, not a wait for a condition
+		lastSent = time.Now()
+		hb, err := a.Heartbeat(r.ctx, ref)
+		lastRecv = time.Now()
+		require.NoError(t, err)
+		require.Empty(t, hb.Lost, "a heartbeating holder keeps its lease")
+	}
+	job, ok, err := st.Job(r.ctx, stub.ID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, store.Running, job.State)
+	require.Equal(t, leaseA.ID, job.ClaimedBy.LeaseID)
+
+	// Then it falls silent. Reads do not sweep, and nobody else calls the
+	// relay, so only a replica's background sweeper can requeue the job.
+	var requeuedAt time.Time
+	eventually(t, 10*time.Second, "the silent daemon's job goes back to the queue", func() bool {
+		job, _, err := st.Job(r.ctx, stub.ID)
+		require.NoError(t, err)
+		if job.State == store.Queued {
+			requeuedAt = time.Now()
+			return true
+		}
+		return false
+	})
+	expiryLow := lastSent.Add(leaseMs * time.Millisecond)
+	expiryHigh := lastRecv.Add(leaseMs * time.Millisecond)
+	late := requeuedAt.Sub(expiryHigh)
+	t.Logf("requeued %s after the latest possible expiry (sweep interval %s)", late.Round(time.Millisecond), sweep)
+	require.False(t, requeuedAt.Before(expiryLow), "requeued before the renewed lease could have lapsed")
+	// One sweep interval, plus this test's own 10 ms poll and scheduling
+	// on a busy 2-core machine.
+	require.LessOrEqual(t, late, sweep+600*time.Millisecond, "requeued within lease + sweep interval")
+
+	// A's result, handed in now, is refused: nobody holds the job.
+	result, err := client.Seal(devs[0].Keys, site.Keys().Public(), stub.ID, protocol.DirectionResult, stub.DeadlineAt, []byte(`{"text":"late"}`))
+	require.NoError(t, err)
+	_, err = a.Result(r.ctx, stub.ID, leaseA.ID, result, protocol.DispositionOK)
+	requireRefused(t, err, http.StatusForbidden, protocol.CodeUnauthorized, "this runner does not hold the job")
+
+	// B gets the job, under a lease that starts no earlier than A's ended.
+	claimed, err = b.Claim(r.ctx, []string{protocol.KindGenerate}, 1)
+	require.NoError(t, err)
+	require.Len(t, claimed.Jobs, 1)
+	leaseB := claimed.Jobs[0].Lease
+	require.Equal(t, stub.ID, claimed.Jobs[0].ID)
+	require.Equal(t, devs[1].RunnerID, leaseB.RunnerID)
+	require.GreaterOrEqual(t, leaseB.ExpiresAt-leaseMs, expiryLow.UnixMilli())
+
+	// A's late result, fetch and heartbeat all fail now that B holds it.
+	_, err = a.Result(r.ctx, stub.ID, leaseA.ID, result, protocol.DispositionOK)
+	requireRefused(t, err, http.StatusForbidden, protocol.CodeUnauthorized, "this runner does not hold the job")
+	_, err = a.Fetch(r.ctx, stub.ID, leaseA.ID)
+	requireRefused(t, err, http.StatusForbidden, protocol.CodeUnauthorized, "this runner does not hold the job")
+	hb, err := a.Heartbeat(r.ctx, ref)
+	require.NoError(t, err)
+	require.Equal(t, []string{stub.ID}, hb.Lost)
+
+	// B finishes it, and the site collects B's result, opened with the key
+	// pending named for B.
+	pending, err = site.AwaitPending(r.ctx, stub.ID)
+	require.NoError(t, err)
+	require.Equal(t, leaseB.ID, pending.LeaseID)
+	_, err = site.SendPayload(r.ctx, pending, stub.DeadlineAt, []byte(`{"prompt":"hello"}`))
+	require.NoError(t, err)
+	ran, err := b.Fetch(r.ctx, stub.ID, leaseB.ID)
+	require.NoError(t, err)
+	plain, err := client.Open(devs[1].Keys, ran.Envelope, client.Expectation{JobID: stub.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Keys().Public().Identity})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"prompt":"hello"}`, string(plain))
+	resultB, err := client.Seal(devs[1].Keys, site.Keys().Public(), stub.ID, protocol.DirectionResult, stub.DeadlineAt, []byte(`{"text":"from b"}`))
+	require.NoError(t, err)
+	ans, err := b.Result(r.ctx, stub.ID, leaseB.ID, resultB, protocol.DispositionOK)
+	require.NoError(t, err)
+	require.True(t, ans.Accepted)
+	fin, err := site.AwaitResult(r.ctx, stub.ID)
+	require.NoError(t, err)
+	require.Equal(t, leaseB.ID, fin.LeaseID)
+	got, err := client.Open(site.Keys(), fin.Envelope, client.Expectation{JobID: stub.ID, Direction: protocol.DirectionResult, SenderIdentity: pending.Device.Identity})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"text":"from b"}`, string(got))
+}
+
+// requireRefused checks a relay refusal's status, code and message.
+func requireRefused(t *testing.T, err error, status int, code protocol.Code, message string) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, status, client.ErrorStatus(err), "%v", err)
+	require.Equal(t, code, client.ErrorCode(err), "%v", err)
+	var e *client.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, message, e.Body.Message)
+}

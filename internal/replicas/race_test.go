@@ -1,0 +1,122 @@
+package replicas_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/internal/workload"
+	"github.com/byollm/relayd/protocol"
+)
+
+// Three replicas on one Valkey, sixteen daemons and five thousand jobs
+// through the full sealed lifecycle, every request spread round-robin: no
+// job granted twice under live leases, none lost, every result collected
+// exactly once and opened with the device key pending named, every
+// deliberate replay answered duplicate, no 5xx.
+func TestRace_ThreeReplicasRouteEveryJobOnceToOneDevice(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	cfg := workload.Config{Jobs: raceJobs(t), ReplayFraction: 0.1}
+	if cfg.Jobs > 10_000 {
+		// Results stay listed until their deadline; a short one keeps the
+		// listing (and every poll of it) bounded on long runs.
+		cfg.JobTTL = time.Minute
+	}
+	rep := requireClean(t, r.runWorkload(cfg))
+	require.Positive(t, rep.Replays, "some results were replayed")
+	for _, base := range r.fleet.PublicURLs() {
+		require.Positive(t, rep.Tries[base[len("http://"):]], "replica %s served requests", base)
+	}
+}
+
+// The same race against a Valkey Cluster of three primaries.
+func TestRace_ClusterOfThreePrimaries(t *testing.T) {
+	r := newRig(t, rigOptions{valkey: valkeytest.StartCluster(t)})
+	requireClean(t, r.runWorkload(workload.Config{Jobs: clusterJobs(t), ReplayFraction: 0.1}))
+}
+
+// Presence and the site's reads are the same whichever replica answers:
+// every daemon is listed on every replica's debug page and recognised by
+// every replica, and pending and results answer byte for byte the same
+// from each replica at a quiet point.
+func TestPresence_EveryReplicaSeesEveryDaemonAndTheSameQueues(t *testing.T) {
+	r := newRig(t, rigOptions{spares: 1})
+	requireClean(t, r.runWorkload(workload.Config{Jobs: 200}))
+
+	// Leave some jobs waiting for their payload, so pending is not empty:
+	// the spare device claims them through one replica and nobody seals.
+	urls := r.fleet.PublicURLs()
+	spare := r.fx.Spares[0]
+	site := r.siteAt(urls[0])
+	for _, id := range []string{"quiet-1", "quiet-2", "quiet-3"} {
+		_, err := site.Enqueue(r.ctx, r.stub(site, id, spare.Owner))
+		require.NoError(t, err)
+	}
+	d := r.daemonAt(spare, urls[1])
+	claimed, err := d.Claim(r.ctx, []string{protocol.KindGenerate}, 8)
+	require.NoError(t, err)
+	require.Len(t, claimed.Jobs, 3)
+
+	var pending, results [][]byte
+	for i, base := range urls {
+		s := r.siteAt(base)
+		p, err := s.Do(r.ctx, http.MethodGet, "pending", nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, p.Status, "pending from replica %d: %s", i, p.Body)
+		res, err := s.Do(r.ctx, http.MethodGet, "results", nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, res.Status, "results from replica %d", i)
+		pending, results = append(pending, p.Body), append(results, res.Body)
+	}
+	var listed protocol.PendingResponse
+	require.NoError(t, json.Unmarshal(pending[0], &listed))
+	require.Len(t, listed.Jobs, 3)
+	var finished protocol.ResultsResponse
+	require.NoError(t, json.Unmarshal(results[0], &finished))
+	require.Len(t, finished.Jobs, 200)
+	for i := 1; i < len(urls); i++ {
+		require.True(t, bytes.Equal(pending[0], pending[i]), "pending from replica %d differs from replica 0's", i)
+		require.True(t, bytes.Equal(results[0], results[i]), "results from replica %d differs from replica 0's", i)
+	}
+
+	for i, admin := range r.fleet.AdminURLs() {
+		status, page := get(t, r.ctx, admin+"/debug")
+		require.Equal(t, http.StatusOK, status)
+		for _, dev := range r.fx.Keys.Devices {
+			require.Contains(t, string(page), "<td>"+dev.RunnerID+"</td>", "replica %d lists %s", i, dev.RunnerID)
+		}
+	}
+	// Each daemon, paired through one replica during the run, is
+	// recognised by every replica.
+	for _, dev := range r.fx.Keys.Devices {
+		for i, base := range urls {
+			c, err := client.NewDaemon(client.Config{BaseURLs: []string{base}, HTTPClient: plainClient()}, dev.Keys, dev.RunnerID)
+			require.NoError(t, err)
+			_, err = c.Heartbeat(r.ctx, nil)
+			require.NoError(t, err, "%s through replica %d", dev.RunnerID, i)
+		}
+	}
+}
+
+// With the per-site rate limit on, the replicas share one budget (it lives
+// in Valkey): the site's requests across all three never beat it, and the
+// workload, waiting out each 429, still finishes with nothing wrong.
+func TestRateLimit_OneSiteBudgetAcrossReplicas(t *testing.T) {
+	const perSecond, burst = 200, 20
+	r := newRig(t, rigOptions{fleet: fleet.Options{Args: []string{"--site-rate-limit", "200/s", "--site-rate-burst", "20"}}})
+	const jobs = 150
+	rep := requireClean(t, r.runWorkload(workload.Config{Jobs: jobs}))
+	require.Positive(t, rep.Statuses[http.StatusTooManyRequests], "the site met its limit")
+	// Every enqueue and payload had to get through; one budget for the
+	// three replicas makes that take at least this long (three budgets
+	// would take a third of it).
+	least := time.Duration(2*jobs-burst) * time.Second / perSecond
+	require.GreaterOrEqual(t, rep.Elapsed, least)
+}

@@ -1,0 +1,156 @@
+package workload
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/protocol"
+)
+
+// The checker must find what it claims to find: each case builds the
+// records a misbehaving relay would leave and expects exactly that kind.
+
+const lease = 5000 // ms
+
+func testRun(allow503 bool) *Run {
+	return &Run{cfg: Config{ClockTolerance: time.Second, Allow503: allow503}, rec: newRecords(), st: newStats()}
+}
+
+// finishedJob adds a job that ran cleanly under one grant at t=100000.
+func finishedJob(r *Run, id string) (*job, *grant) {
+	j := &job{id: id, owner: "o", pendingDevice: map[string]protocol.PublicIdentity{}}
+	r.rec.jobs[id] = j
+	r.rec.order = append(r.rec.order, id)
+	g := r.rec.addGrant(&grant{jobID: id, leaseID: id + "-L1", runner: "r1", source: "claim", leaseMs: lease,
+		grantedAt: 100_000, expiresAt: 100_000 + lease, claimSent: 99_990, claimRecv: 100_010, sealed: true, fetched: true, accepted: true})
+	j.accepted = []acceptance{{leaseID: g.leaseID, runner: "r1", recv: 100_200}}
+	j.site = &siteResult{leaseID: g.leaseID, runner: "r1"}
+	return j, g
+}
+
+func kinds(vs []Violation) []string {
+	out := []string{}
+	for _, v := range vs {
+		out = append(out, v.Kind)
+	}
+	return out
+}
+
+func TestCheck_CleanRunHasNoViolations(t *testing.T) {
+	r := testRun(false)
+	finishedJob(r, "a")
+	require.Empty(t, r.Check())
+}
+
+func TestCheck_SecondGrantUnderALiveLeaseIsADoubleGrant(t *testing.T) {
+	r := testRun(false)
+	j, _ := finishedJob(r, "a")
+	r.rec.addGrant(&grant{jobID: j.id, leaseID: "L2", runner: "r2", source: "pending", grantedAt: 100_100, expiresAt: 100_100 + lease})
+	require.Contains(t, kinds(r.Check()), DoubleGrant)
+}
+
+func TestCheck_RegrantAfterTheLeaseLapsedIsFine(t *testing.T) {
+	r := testRun(false)
+	j := &job{id: "a", pendingDevice: map[string]protocol.PublicIdentity{}, site: &siteResult{leaseID: "L2"}}
+	r.rec.jobs["a"], r.rec.order = j, []string{"a"}
+	r.rec.addGrant(&grant{jobID: "a", leaseID: "L1", runner: "r1", source: "pending", grantedAt: 100_000, expiresAt: 105_000, fetched: true, abandoned: true})
+	r.rec.addGrant(&grant{jobID: "a", leaseID: "L2", runner: "r2", source: "pending", grantedAt: 105_000, expiresAt: 110_000, fetched: true, accepted: true})
+	j.accepted = []acceptance{{leaseID: "L2", recv: 106_000}}
+	require.Empty(t, r.Check())
+
+	// But a renewal proven by a heartbeat keeps the first grant live.
+	r.rec.leases["L1"].renewFloor = 107_000
+	require.Equal(t, []string{DoubleGrant}, kinds(r.Check()))
+}
+
+func TestCheck_UnsealedGrantEndsWithItsSealingWindow(t *testing.T) {
+	r := testRun(false)
+	j := &job{id: "a", pendingDevice: map[string]protocol.PublicIdentity{}, site: &siteResult{leaseID: "L2"}}
+	r.rec.jobs["a"], r.rec.order = j, []string{"a"}
+	r.rec.addGrant(&grant{jobID: "a", leaseID: "L1", runner: "r1", source: "pending", grantedAt: 100_000, expiresAt: 160_000})
+	r.rec.addGrant(&grant{jobID: "a", leaseID: "L2", runner: "r2", source: "pending", grantedAt: 100_000 + protocol.AwaitingPayloadMs, expiresAt: 170_000, accepted: true})
+	require.Empty(t, r.Check(), "an unsealed grant goes back to the queue after the sealing window")
+
+	r.rec.leases["L1"].sealed = true
+	require.Equal(t, []string{DoubleGrant}, kinds(r.Check()), "a sealed grant does not")
+}
+
+func TestCheck_ReleaseEndsAGrantFromWhenItWasSent(t *testing.T) {
+	r := testRun(false)
+	j := &job{id: "a", pendingDevice: map[string]protocol.PublicIdentity{}, site: &siteResult{leaseID: "L2"}}
+	r.rec.jobs["a"], r.rec.order = j, []string{"a"}
+	r.rec.addGrant(&grant{jobID: "a", leaseID: "L1", runner: "r1", source: "pending", grantedAt: 100_000, expiresAt: 160_000, fetched: true, releasedAt: 101_000})
+	r.rec.addGrant(&grant{jobID: "a", leaseID: "L2", runner: "r2", source: "pending", grantedAt: 101_000, expiresAt: 170_000, accepted: true})
+	require.Empty(t, r.Check())
+	r.rec.leases["L2"].grantedAt = 100_999
+	require.Equal(t, []string{DoubleGrant}, kinds(r.Check()))
+}
+
+func TestCheck_GrantAfterTheResultWasAccepted(t *testing.T) {
+	r := testRun(false)
+	j, g := finishedJob(r, "a")
+	g.expiresAt = 100_100 // lapsed, so only the finished job forbids a grant
+	r.rec.addGrant(&grant{jobID: j.id, leaseID: "L2", runner: "r2", source: "pending", grantedAt: 100_300, expiresAt: 100_300 + lease})
+	require.Equal(t, []string{DoubleGrant}, kinds(r.Check()))
+}
+
+func TestCheck_LostAndUncollected(t *testing.T) {
+	r := testRun(false)
+	j, _ := finishedJob(r, "a")
+	j.site = nil
+	require.Equal(t, []string{ResultNeverCollected}, kinds(r.Check()))
+	j.accepted = nil
+	require.Equal(t, []string{Lost}, kinds(r.Check()))
+}
+
+func TestCheck_TwoAcceptedResults(t *testing.T) {
+	r := testRun(false)
+	j, _ := finishedJob(r, "a")
+	j.accepted = append(j.accepted, acceptance{leaseID: "other", recv: 100_000})
+	require.Contains(t, kinds(r.Check()), ResultTwice)
+}
+
+func TestCheck_ReplayNotAnsweredDuplicate(t *testing.T) {
+	r := testRun(false)
+	j, g := finishedJob(r, "a")
+	j.replays = []replay{{leaseID: g.leaseID, answer: protocol.ResultResponse{Accepted: false, Duplicate: true, State: "done"}}}
+	require.Empty(t, r.Check())
+	j.replays = append(j.replays, replay{leaseID: g.leaseID, answer: protocol.ResultResponse{Accepted: true, State: "done"}})
+	require.Equal(t, []string{DuplicateNotAnswered}, kinds(r.Check()))
+	j.replays = []replay{{leaseID: g.leaseID, err: "403", refused: true}}
+	require.Equal(t, []string{DuplicateNotAnswered}, kinds(r.Check()))
+	j.replays = []replay{{leaseID: g.leaseID, err: "503 or no answer"}}
+	require.Empty(t, r.Check(), "a replay that got no answer says nothing either way")
+}
+
+func TestCheck_FirstSubmissionAnsweredDuplicateWithoutARetry(t *testing.T) {
+	r := testRun(false)
+	j, _ := finishedJob(r, "a")
+	j.accepted[0].duplicate = true
+	require.Equal(t, []string{Inconsistent}, kinds(r.Check()))
+	j.accepted[0].retried = true
+	require.Empty(t, r.Check())
+}
+
+func TestCheck_LeaseNotFromTheStoreClock(t *testing.T) {
+	r := testRun(false)
+	_, g := finishedJob(r, "a")
+	g.grantedAt += 60_000 // a relay stamping leases with a clock 60 s fast
+	g.expiresAt += 60_000
+	require.Contains(t, kinds(r.Check()), LeaseClock)
+}
+
+func TestCheck_ServerErrors(t *testing.T) {
+	r := testRun(false)
+	r.st.observeAttempt(attempt{endpoint: "claim", status: 503, code: "server-error", retryAfter: "1"})
+	require.Equal(t, []string{ServerError}, kinds(r.Check()))
+
+	r = testRun(true)
+	r.st.observeAttempt(attempt{endpoint: "claim", status: 503, code: "server-error", retryAfter: "1"})
+	require.Empty(t, r.Check(), "an expected outage's 503")
+	r.st.observeAttempt(attempt{endpoint: "claim", status: 503, code: "server-error"})
+	r.st.observeAttempt(attempt{endpoint: "fetch", status: 500, code: "server-error", retryAfter: "1"})
+	require.Equal(t, []string{ServerError, ServerError}, kinds(r.Check()), "a 503 without Retry-After, and any 500")
+}

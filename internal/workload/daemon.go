@@ -1,0 +1,403 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/protocol"
+)
+
+// daemon is one test device working through the replicas.
+type daemon struct {
+	run  *Run
+	dev  client.DemoDevice
+	c    *client.Daemon
+	site protocol.PublicIdentity // pinned at pairing
+	// slots holds one token per job being worked on.
+	slots chan struct{}
+
+	mu     sync.Mutex
+	active map[string]*held // by lease id
+}
+
+// held is a lease the daemon is working under.
+type held struct {
+	ref    protocol.LeaseRef
+	g      *grant
+	cancel context.CancelFunc
+}
+
+// Abandon stages, decided per lease.
+const (
+	keepGrant = iota
+	abandonAfterClaim
+	abandonAfterFetch
+)
+
+func (r *Run) newDaemon(ctx context.Context, dev client.DemoDevice) (*daemon, error) {
+	c, err := client.NewDaemon(client.Config{
+		BaseURLs:   r.cfg.BaseURLs,
+		HTTPClient: r.http,
+		Kinds:      []string{r.cfg.Kind},
+	}, dev.Keys, "")
+	if err != nil {
+		return nil, fmt.Errorf("daemon %s: %w", dev.RunnerID, err)
+	}
+	d := &daemon{run: r, dev: dev, c: c, slots: make(chan struct{}, r.cfg.SlotsPerDaemon), active: map[string]*held{}}
+	var resp protocol.PairResponse
+	for {
+		_, err = r.call(ctx, "pair", func(ctx context.Context) (err error) {
+			resp, err = c.Pair(ctx, dev.Owner)
+			return err
+		})
+		if err == nil {
+			break
+		}
+		// Only a store outage is worth waiting out; a refusal is final.
+		if st := client.ErrorStatus(err); (st != 0 && st < 500) || ctx.Err() != nil {
+			return nil, fmt.Errorf("daemon %s: %w", dev.RunnerID, err)
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("daemon %s: %w", dev.RunnerID, err)
+		}
+	}
+	if resp.RunnerID != dev.RunnerID {
+		return nil, fmt.Errorf("daemon %s: the relay paired it as %q", dev.RunnerID, resp.RunnerID)
+	}
+	d.site = resp.Site
+	if d.site.Identity != r.cfg.Keys.Site.Keys.Public().Identity {
+		return nil, fmt.Errorf("daemon %s: the relay named site identity %s, not the site's", dev.RunnerID, d.site.Identity)
+	}
+	return d, nil
+}
+
+// claimLoop claims as many jobs as the daemon has free slots and starts a
+// worker on each, backing off while there is nothing to claim.
+func (d *daemon) claimLoop(ctx context.Context) {
+	r := d.run
+	var backoff time.Duration
+	for {
+		select {
+		case d.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+	more:
+		for n < min(r.cfg.SlotsPerDaemon, protocol.MaxClaim) {
+			select {
+			case d.slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		sent := nowMs()
+		var resp protocol.ClaimResponse
+		ci, err := r.call(ctx, "claim", func(ctx context.Context) (err error) {
+			resp, err = d.c.Claim(ctx, []string{r.cfg.Kind}, n)
+			return err
+		})
+		recv := nowMs()
+		unused := n
+		if err == nil {
+			unused = n - len(resp.Jobs)
+		}
+		for range unused {
+			<-d.slots
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil || len(resp.Jobs) == 0 {
+			backoff = min(max(2*backoff, r.cfg.PendingInterval), r.cfg.ClaimBackoff)
+			if sleep(ctx, backoff) != nil {
+				return
+			}
+			continue
+		}
+		backoff = 0
+		r.leaseMs.Store(resp.LeaseMs)
+		for _, cs := range resp.Jobs {
+			g := d.recordGrant(cs, resp.LeaseMs, sent, recv, ci.host)
+			r.wg.Go(func() { d.work(ctx, cs, g) })
+		}
+	}
+}
+
+// recordGrant notes a grant from a claim answer and checks what the answer
+// alone can show.
+func (d *daemon) recordGrant(cs protocol.ClaimedStub, leaseMs, sent, recv int64, replica string) *grant {
+	r := d.run
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	grantedAt := cs.Lease.ExpiresAt - leaseMs
+	g := r.rec.addGrant(&grant{
+		jobID: cs.ID, leaseID: cs.Lease.ID, runner: d.dev.RunnerID, source: "claim", leaseMs: leaseMs,
+		grantedAt: grantedAt, expiresAt: cs.Lease.ExpiresAt, claimSent: sent, claimRecv: recv, replica: replica,
+	})
+	j := r.rec.jobs[cs.ID]
+	if g.source != "claim" {
+		// The site saw this grant in pending before the claim answer
+		// arrived; the two must agree, and the claim adds its round trip.
+		if g.runner != d.dev.RunnerID || g.grantedAt != grantedAt || g.jobID != cs.ID {
+			r.problem(j, Inconsistent, "claim answer gives lease %s to %s on %s at %d; pending showed it for %s on %s at %d",
+				cs.Lease.ID, d.dev.RunnerID, cs.ID, grantedAt, g.runner, g.jobID, g.grantedAt)
+		}
+		g.source, g.leaseMs, g.claimSent, g.claimRecv, g.replica = "claim", leaseMs, sent, recv, replica
+		g.expiresAt = max(g.expiresAt, cs.Lease.ExpiresAt)
+	}
+	if j == nil {
+		r.problem(nil, Inconsistent, "%s was granted job %s, which this site never published", d.dev.RunnerID, cs.ID)
+		return g
+	}
+	if cs.Lease.RunnerID != d.dev.RunnerID {
+		r.problem(j, Inconsistent, "the lease granted to %s names runner %s", d.dev.RunnerID, cs.Lease.RunnerID)
+	}
+	if cs.Audience == protocol.AudienceSelf && cs.Owner != d.dev.Owner {
+		r.problem(j, Inconsistent, "a self job of %s was granted to %s, a device of %s", cs.Owner, d.dev.RunnerID, d.dev.Owner)
+	}
+	return g
+}
+
+// work takes one granted job through fetch, open, run, seal and result.
+func (d *daemon) work(ctx context.Context, cs protocol.ClaimedStub, g *grant) {
+	r := d.run
+	defer func() { <-d.slots }()
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ref := protocol.LeaseRef{JobID: cs.ID, LeaseID: cs.Lease.ID}
+	d.mu.Lock()
+	d.active[ref.LeaseID] = &held{ref: ref, g: g, cancel: cancel}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.active, ref.LeaseID)
+		d.mu.Unlock()
+	}()
+
+	stage := keepGrant
+	if r.cfg.AbandonFraction > 0 {
+		if f := fraction("abandon/" + ref.LeaseID); f < r.cfg.AbandonFraction {
+			stage = abandonAfterClaim
+			if f < r.cfg.AbandonFraction/2 {
+				stage = abandonAfterFetch
+			}
+		}
+	}
+	if stage == abandonAfterClaim {
+		d.abandon(g)
+		return
+	}
+
+	env, ok := d.awaitPayload(jctx, ref, g)
+	if !ok {
+		return
+	}
+	plaintext, err := client.Open(d.dev.Keys, env, client.Expectation{JobID: cs.ID, Direction: protocol.DirectionPayload, SenderIdentity: d.site.Identity})
+	if err != nil {
+		// A payload sealed for an earlier holder of the job lands here when
+		// the job changed hands between the site's pending read and its
+		// payload call: refuse it, as a real daemon would.
+		r.st.note("daemon: payload did not open")
+		d.release(ctx, ref, g, protocol.ReasonRefused)
+		return
+	}
+	if stage == abandonAfterFetch {
+		d.abandon(g)
+		return
+	}
+	result := echo(plaintext)
+	renv, err := client.Seal(d.dev.Keys, d.site, cs.ID, protocol.DirectionResult, cs.DeadlineAt, result)
+	if err != nil {
+		r.st.note("daemon: seal result: " + err.Error())
+		d.release(ctx, ref, g, protocol.ReasonBackendDown)
+		return
+	}
+	var resp protocol.ResultResponse
+	ci, err := r.call(jctx, "result", func(ctx context.Context) (err error) {
+		resp, err = d.c.Result(ctx, cs.ID, ref.LeaseID, renv, protocol.DispositionOK)
+		return err
+	})
+	recv := nowMs()
+	if err != nil {
+		return
+	}
+	r.rec.mu.Lock()
+	j := r.rec.jobs[cs.ID]
+	if j != nil {
+		g.accepted = true
+		j.accepted = append(j.accepted, acceptance{leaseID: ref.LeaseID, runner: d.dev.RunnerID, duplicate: resp.Duplicate, retried: ci.retries > 0, recv: recv})
+		if !resp.Accepted && !resp.Duplicate {
+			r.problem(j, Inconsistent, "result under %s answered neither accepted nor duplicate: %+v", ref.LeaseID, resp)
+		}
+	}
+	r.rec.mu.Unlock()
+
+	if r.cfg.ReplayFraction > 0 && fraction("replay/"+cs.ID) < r.cfg.ReplayFraction {
+		var again protocol.ResultResponse
+		_, err := r.call(ctx, "result", func(ctx context.Context) (err error) {
+			again, err = d.c.Result(ctx, cs.ID, ref.LeaseID, renv, protocol.DispositionOK)
+			return err
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		rp := replay{leaseID: ref.LeaseID, answer: again}
+		if err != nil {
+			rp.err = err.Error()
+			// Only a 4xx is an answer about the replay; a 503 (the store
+			// was down) or no answer at all says nothing either way.
+			st := client.ErrorStatus(err)
+			rp.refused = st >= 400 && st < 500
+		}
+		r.rec.mu.Lock()
+		if j != nil {
+			j.replays = append(j.replays, rp)
+		}
+		r.rec.mu.Unlock()
+	}
+}
+
+// awaitPayload polls fetch while the payload is not sealed. It gives up
+// (releasing the lease) once the sealing window is well past, and stops on
+// any refusal other than not-ready.
+func (d *daemon) awaitPayload(ctx context.Context, ref protocol.LeaseRef, g *grant) (protocol.SealedEnvelope, bool) {
+	r := d.run
+	start := time.Now()
+	giveUp := start.Add(protocol.AwaitingPayloadMs*time.Millisecond + 5*time.Second)
+	// The site needs a moment to see the claim in pending and seal it: the
+	// first fetch waits for most of the usual time that takes, so that
+	// not-ready polls stay few.
+	wait := max(r.cfg.FetchInterval, time.Duration(r.sealWait.Load())*3/4)
+	for {
+		if sleep(ctx, wait) != nil {
+			return protocol.SealedEnvelope{}, false
+		}
+		wait = r.cfg.FetchInterval
+		var resp protocol.FetchResponse
+		_, err := r.call(ctx, "fetch", func(ctx context.Context) (err error) {
+			resp, err = d.c.Fetch(ctx, ref.JobID, ref.LeaseID)
+			return err
+		})
+		switch {
+		case err == nil:
+			r.rec.mu.Lock()
+			g.fetched = true
+			r.rec.mu.Unlock()
+			r.noteSealWait(time.Since(start))
+			return resp.Envelope, true
+		case ctx.Err() != nil:
+			return protocol.SealedEnvelope{}, false
+		case client.ErrorCode(err) == protocol.CodeNotReady, client.ErrorStatus(err) == 0, client.ErrorStatus(err) >= 500:
+			if time.Now().After(giveUp) {
+				d.release(ctx, ref, g, protocol.ReasonBackendDown)
+				return protocol.SealedEnvelope{}, false
+			}
+		default:
+			// 403 (the lease lapsed and moved on), 404 (the job is gone) or
+			// 409 too-late: this grant is over.
+			return protocol.SealedEnvelope{}, false
+		}
+	}
+}
+
+// release gives a lease back. The lease is taken as ended from the moment
+// the release is sent, whatever the answer: the relay may have acted on it
+// even if the answer was lost.
+func (d *daemon) release(ctx context.Context, ref protocol.LeaseRef, g *grant, reason string) {
+	r := d.run
+	r.rec.mu.Lock()
+	if g.releasedAt == 0 {
+		g.releasedAt = nowMs()
+	}
+	r.rec.mu.Unlock()
+	_, _ = r.call(ctx, "release", func(ctx context.Context) error {
+		_, err := d.c.Release(ctx, []protocol.LeaseRef{ref}, reason)
+		return err
+	})
+}
+
+// abandon drops a grant without a word, as a crashed daemon would.
+func (d *daemon) abandon(g *grant) {
+	r := d.run
+	r.rec.mu.Lock()
+	g.abandoned = true
+	r.rec.mu.Unlock()
+	d.mu.Lock()
+	delete(d.active, g.leaseID)
+	d.mu.Unlock()
+}
+
+// heartbeatLoop renews the daemon's active leases and stops the workers of
+// those the relay reports lost.
+func (d *daemon) heartbeatLoop(ctx context.Context) {
+	r := d.run
+	for {
+		every := r.cfg.HeartbeatInterval
+		if every <= 0 {
+			every = time.Second
+			if ms := r.leaseMs.Load(); ms > 0 {
+				every = time.Duration(ms) * time.Millisecond / 3
+			}
+		}
+		if sleep(ctx, every) != nil {
+			return
+		}
+		d.mu.Lock()
+		snapshot := make([]*held, 0, len(d.active))
+		refs := make([]protocol.LeaseRef, 0, len(d.active))
+		for _, h := range d.active {
+			snapshot = append(snapshot, h)
+			refs = append(refs, h.ref)
+		}
+		d.mu.Unlock()
+		sent := nowMs()
+		var resp protocol.HeartbeatResponse
+		_, err := r.call(ctx, "heartbeat", func(ctx context.Context) (err error) {
+			resp, err = d.c.Heartbeat(ctx, refs)
+			return err
+		})
+		if err != nil {
+			continue
+		}
+		lost := map[string]bool{}
+		for _, id := range resp.Lost {
+			lost[id] = true
+		}
+		r.rec.mu.Lock()
+		for _, h := range snapshot {
+			if lost[h.ref.JobID] {
+				h.g.lost = true
+				continue
+			}
+			leaseMs := h.g.leaseMs
+			if leaseMs == 0 {
+				leaseMs = r.leaseMs.Load()
+			}
+			h.g.renewFloor = max(h.g.renewFloor, sent+leaseMs)
+		}
+		r.rec.mu.Unlock()
+		for _, h := range snapshot {
+			if lost[h.ref.JobID] {
+				h.cancel()
+			}
+		}
+	}
+}
+
+// echo is the daemon's "model": the result carries the payload back.
+func echo(payload json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteString(`{"echo":`)
+	if err := json.Compact(&b, payload); err != nil {
+		b.WriteString(`null`)
+	}
+	b.WriteString(`}`)
+	return b.Bytes()
+}

@@ -1,0 +1,413 @@
+// Package workload drives the full sealed lifecycle of many jobs through one
+// or more relay replicas, with the Go test site and many test daemons, and
+// records enough to judge the relay afterwards.
+//
+// The site publishes jobs, seals each claimed job's payload to the device
+// pending names, and collects and opens every result once. Each daemon
+// claims, polls fetch until the payload is sealed, opens it, "runs" it (an
+// echo), seals the result back and posts it, heartbeating its leases
+// throughout; some results are deliberately posted twice, and some grants
+// can be abandoned as a crashing daemon would. Every request goes through a
+// balancer that spreads requests over the replicas and retries a transport
+// failure or a 503 on the next one.
+//
+// Check then looks for what must never happen: a job granted twice under
+// live leases, a job lost, a result collected twice or never, a replay not
+// answered duplicate, a 5xx, a lease not stamped by the store's clock.
+// Report gives counts, per-endpoint latency percentiles, errors by kind and
+// throughput.
+//
+// The package imports no testing code, so a benchmark command can use it.
+package workload
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/protocol"
+)
+
+// Run is one workload in progress or finished.
+type Run struct {
+	cfg     Config
+	bal     *balancer
+	http    *http.Client
+	site    *client.Site
+	daemons []*daemon
+	rec     *records
+	st      *stats
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	done   chan struct{}
+
+	inflight     chan struct{} // one token per job published and not yet collected
+	allCollected chan struct{}
+	sealQueue    chan protocol.PendingJob
+	leaseMs      atomic.Int64
+	sealWait     atomic.Int64 // moving average of claim-to-payload time, ns
+
+	enqueued     atomic.Int64
+	collected    atomic.Int64
+	lastProgress atomic.Int64 // local ms of the latest collected result
+
+	mu         sync.Mutex
+	started    time.Time
+	ended      time.Time
+	stopReason string
+}
+
+// Progress is a snapshot of how far a run has come.
+type Progress struct {
+	Jobs      int
+	Enqueued  int
+	Collected int
+}
+
+// Execute runs a workload to its end: every result collected, ctx done, or
+// no progress for Config.StallTimeout.
+func Execute(ctx context.Context, cfg Config) (*Run, error) {
+	r, err := Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	<-r.Done()
+	return r, nil
+}
+
+// Start pairs every daemon and sets the workload going in the background.
+// It ends by itself (see Execute) or with Stop; ctx bounds the whole run.
+func Start(ctx context.Context, cfg Config) (*Run, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &Run{
+		cfg:          cfg,
+		rec:          newRecords(),
+		st:           newStats(),
+		done:         make(chan struct{}),
+		inflight:     make(chan struct{}, cfg.MaxInFlight),
+		allCollected: make(chan struct{}),
+		sealQueue:    make(chan protocol.PendingJob, 4096),
+	}
+	r.bal, err = newBalancer(cfg.BaseURLs, cfg.Attempts, cfg.AttemptTimeout, r.st.observeAttempt)
+	if err != nil {
+		return nil, err
+	}
+	r.http = &http.Client{Transport: r.bal}
+	ccfg := client.Config{BaseURLs: cfg.BaseURLs, HTTPClient: r.http, Kinds: []string{cfg.Kind}}
+	r.site, err = client.NewSite(ccfg, cfg.Keys.Site.Keys, cfg.Keys.Site.SiteID)
+	if err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	for _, dev := range cfg.Keys.Devices {
+		r.rec.devices[dev.RunnerID] = dev.Keys.Public()
+	}
+	if err := r.planJobs(); err != nil {
+		return nil, err
+	}
+
+	ctx, r.cancel = context.WithCancel(ctx)
+	if err := r.pairAll(ctx); err != nil {
+		r.cancel()
+		r.bal.close()
+		return nil, err
+	}
+
+	r.mu.Lock()
+	r.started = time.Now()
+	r.mu.Unlock()
+	r.lastProgress.Store(nowMs())
+	r.launch(ctx)
+	go r.supervise(ctx)
+	return r, nil
+}
+
+// planJobs creates every job's record: id, owner and payload. Owners follow
+// the running devices round-robin, so work is spread in proportion to how
+// many devices each owner has.
+func (r *Run) planJobs() error {
+	for i := range r.cfg.Jobs {
+		id := fmt.Sprintf("%s%07d", r.cfg.JobIDPrefix, i)
+		var nonce [8]byte
+		_, _ = rand.Read(nonce[:])
+		payload, err := json.Marshal(map[string]any{"job": id, "n": i, "nonce": hex.EncodeToString(nonce[:])})
+		if err != nil {
+			return fmt.Errorf("workload: payload: %w", err)
+		}
+		dev := r.cfg.Keys.Devices[i%r.cfg.Daemons]
+		r.rec.jobs[id] = &job{id: id, owner: dev.Owner, payload: payload, pendingDevice: map[string]protocol.PublicIdentity{}}
+		r.rec.order = append(r.rec.order, id)
+	}
+	return nil
+}
+
+// pairAll pairs every daemon through the replicas, side by side.
+func (r *Run) pairAll(ctx context.Context) error {
+	devs := r.cfg.Keys.Devices[:r.cfg.Daemons]
+	r.daemons = make([]*daemon, len(devs))
+	errs := make([]error, len(devs))
+	var wg sync.WaitGroup
+	for i, dev := range devs {
+		wg.Go(func() { r.daemons[i], errs[i] = r.newDaemon(ctx, dev) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("workload: pairing: %w", err)
+	}
+	return nil
+}
+
+// launch starts every background loop.
+func (r *Run) launch(ctx context.Context) {
+	indices := make(chan int)
+	r.wg.Go(func() {
+		defer close(indices)
+		for i := range r.cfg.Jobs {
+			select {
+			case indices <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	for range r.cfg.EnqueueConcurrency {
+		r.wg.Go(func() {
+			for i := range indices {
+				r.enqueue(ctx, r.rec.order[i])
+			}
+		})
+	}
+	r.wg.Go(func() { r.pendingLoop(ctx) })
+	for range r.cfg.SealWorkers {
+		r.wg.Go(func() { r.sealLoop(ctx) })
+	}
+	r.wg.Go(func() { r.resultsLoop(ctx) })
+	for _, d := range r.daemons {
+		r.wg.Go(func() { d.claimLoop(ctx) })
+		r.wg.Go(func() { d.heartbeatLoop(ctx) })
+	}
+}
+
+// supervise ends the run when every result is collected, ctx ends, or
+// nothing has been collected for StallTimeout, then waits for every loop.
+func (r *Run) supervise(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastLog := time.Now()
+	reason := ""
+	for reason == "" {
+		select {
+		case <-r.allCollected:
+			reason = "complete"
+		case <-ctx.Done():
+			reason = "stopped: " + context.Cause(ctx).Error()
+		case <-tick.C:
+			if idle := time.Duration(nowMs()-r.lastProgress.Load()) * time.Millisecond; idle > r.cfg.StallTimeout {
+				reason = fmt.Sprintf("stalled: nothing collected for %s", idle.Round(time.Second))
+			}
+			if r.cfg.Logf != nil && time.Since(lastLog) >= 5*time.Second {
+				lastLog = time.Now()
+				p := r.Progress()
+				r.cfg.Logf("workload: %d/%d enqueued, %d collected", p.Enqueued, p.Jobs, p.Collected)
+			}
+		}
+	}
+	r.mu.Lock()
+	r.ended = time.Now()
+	r.stopReason = reason
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	r.bal.close()
+	close(r.done)
+}
+
+// Done is closed when the run has ended and every loop has stopped.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Stop ends the run early and waits until it has stopped.
+func (r *Run) Stop() {
+	r.cancel()
+	<-r.done
+}
+
+// Progress reports how far the run has come.
+func (r *Run) Progress() Progress {
+	return Progress{Jobs: r.cfg.Jobs, Enqueued: int(r.enqueued.Load()), Collected: int(r.collected.Load())}
+}
+
+// WaitCollected polls until at least n results are collected, the run ends,
+// or ctx ends.
+func (r *Run) WaitCollected(ctx context.Context, n int) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if int(r.collected.Load()) >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("workload: %d of %d results collected: %w", r.collected.Load(), n, ctx.Err())
+		case <-r.done:
+			if int(r.collected.Load()) >= n {
+				return nil
+			}
+			return fmt.Errorf("workload ended (%s) with %d of %d results collected", r.StopReason(), r.collected.Load(), n)
+		case <-t.C:
+		}
+	}
+}
+
+// StopReason says why the run ended ("" while running).
+func (r *Run) StopReason() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopReason
+}
+
+// call times one request and records its outcome. A 429 is the relay
+// asking this caller to slow down: the call waits the retryAfter it was
+// given and is sent again, as a well-behaved peer would, and each 429 is
+// counted. Failures caused by the run stopping are not counted.
+//
+// It reports the balancer's tries beyond the first, summed over the call,
+// and the replica that gave the final answer.
+func (r *Run) call(ctx context.Context, endpoint string, fn func(ctx context.Context) error) (callInfo, error) {
+	var total callInfo
+	for {
+		cctx, ci := withCallInfo(ctx)
+		t0 := time.Now()
+		err := fn(cctx)
+		total.retries += ci.retries
+		total.host = ci.host
+		if err != nil && ctx.Err() != nil {
+			return total, err
+		}
+		r.st.call(endpoint, time.Since(t0), ci, err)
+		if client.ErrorCode(err) != protocol.CodeRateLimited {
+			return total, err
+		}
+		if sleep(ctx, retryAfter(err)) != nil {
+			return total, err
+		}
+	}
+}
+
+// retryAfter is how long a 429 asks the caller to wait, within sane bounds.
+func retryAfter(err error) time.Duration {
+	var e *client.Error
+	d := 100 * time.Millisecond
+	if errors.As(err, &e) && e.Body.RetryAfter > 0 {
+		d = time.Duration(e.Body.RetryAfter) * time.Millisecond
+	}
+	return min(max(d, 5*time.Millisecond), 5*time.Second)
+}
+
+// noteSealWait folds one claim-to-payload time into the moving average.
+func (r *Run) noteSealWait(d time.Duration) {
+	for {
+		old := r.sealWait.Load()
+		next := int64(d)
+		if old > 0 {
+			next = old + (int64(d)-old)/16
+		}
+		if r.sealWait.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// problem records a violation found while running.
+func (r *Run) problem(j *job, kind, format string, args ...any) {
+	v := Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)}
+	if j == nil {
+		r.rec.general = append(r.rec.general, v)
+		return
+	}
+	v.JobID = j.id
+	j.problems = append(j.problems, v)
+}
+
+// enqueue publishes one job, trying again (the same id is idempotent) until
+// it is accepted or the run ends.
+func (r *Run) enqueue(ctx context.Context, id string) {
+	select {
+	case r.inflight <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	r.rec.mu.Lock()
+	j := r.rec.jobs[id]
+	j.deadlineAt = time.Now().Add(r.cfg.JobTTL).UnixMilli()
+	stub := r.site.Stub(id, r.cfg.Kind, j.owner, j.deadlineAt)
+	r.rec.mu.Unlock()
+	for {
+		var resp protocol.EnqueueResponse
+		ci, err := r.call(ctx, "site/enqueue", func(ctx context.Context) (err error) {
+			resp, err = r.site.Enqueue(ctx, stub)
+			return err
+		})
+		if err == nil {
+			r.rec.mu.Lock()
+			j.enqueued, j.enqueuedAt = true, nowMs()
+			if resp.State != "queued" && ci.retries == 0 {
+				r.problem(j, Inconsistent, "a first enqueue answered state %q", resp.State)
+			}
+			r.rec.mu.Unlock()
+			r.enqueued.Add(1)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if st := client.ErrorStatus(err); st != 0 && st < 500 {
+			r.rec.mu.Lock()
+			r.problem(j, Inconsistent, "enqueue refused: %v", err)
+			r.rec.mu.Unlock()
+			return
+		}
+		if sleep(ctx, 100*time.Millisecond) != nil {
+			return
+		}
+	}
+}
+
+// fraction maps a key to [0, 1) deterministically, so the same job or
+// lease always gets the same decision.
+func fraction(key string) float64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	// FNV's high bits barely move between keys that differ at the end;
+	// a splitmix64 finaliser spreads every bit over the whole word.
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / float64(1<<53)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

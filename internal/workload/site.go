@@ -1,0 +1,235 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/protocol"
+)
+
+// pendingLoop polls pending and hands every grant not yet sealed to the
+// seal workers.
+func (r *Run) pendingLoop(ctx context.Context) {
+	for {
+		var resp protocol.PendingResponse
+		_, err := r.call(ctx, "site/pending", func(ctx context.Context) (err error) {
+			resp, err = r.site.Pending(ctx)
+			return err
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			var todo []protocol.PendingJob
+			r.rec.mu.Lock()
+			for _, pj := range resp.Jobs {
+				if g := r.notePending(pj); g != nil && g.sealState == sealNone {
+					g.sealState = sealQueued
+					todo = append(todo, pj)
+				}
+			}
+			r.rec.mu.Unlock()
+			for _, pj := range todo {
+				select {
+				case r.sealQueue <- pj:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		if sleep(ctx, r.cfg.PendingInterval) != nil {
+			return
+		}
+	}
+}
+
+// notePending records a pending entry: the grant it shows (new if its claim
+// answer never reached a daemon) and the device to seal to. It reports
+// its grant, or nil when the job is not one of this run's. r.rec.mu is held.
+func (r *Run) notePending(pj protocol.PendingJob) *grant {
+	j := r.rec.jobs[pj.JobID]
+	if j == nil {
+		r.st.note("site: pending lists a job this run never published")
+		return nil
+	}
+	grantedAt := pj.AwaitingUntil - protocol.AwaitingPayloadMs
+	g := r.rec.leases[pj.LeaseID]
+	if g == nil {
+		g = r.rec.addGrant(&grant{jobID: pj.JobID, leaseID: pj.LeaseID, runner: pj.RunnerID, source: "pending",
+			grantedAt: grantedAt, expiresAt: pj.LeaseExpiresAt})
+	} else {
+		if g.runner != pj.RunnerID || g.grantedAt != grantedAt {
+			r.problem(j, Inconsistent, "pending shows lease %s as runner %s granted at %d; the claim said runner %s at %d",
+				pj.LeaseID, pj.RunnerID, grantedAt, g.runner, g.grantedAt)
+		}
+		g.expiresAt = max(g.expiresAt, pj.LeaseExpiresAt)
+	}
+	if want, ok := r.rec.devices[pj.RunnerID]; !ok || want != pj.Device {
+		r.problem(j, WrongDevice, "pending names a device for %s that the fixture does not approve for it", pj.RunnerID)
+	}
+	if old, ok := j.pendingDevice[pj.LeaseID]; ok && old != pj.Device {
+		r.problem(j, WrongDevice, "pending changed the device of lease %s", pj.LeaseID)
+	}
+	j.pendingDevice[pj.LeaseID] = pj.Device
+	return g
+}
+
+// sealLoop seals payloads to the device pending named and hands them over.
+func (r *Run) sealLoop(ctx context.Context) {
+	for {
+		var pj protocol.PendingJob
+		select {
+		case pj = <-r.sealQueue:
+		case <-ctx.Done():
+			return
+		}
+		r.rec.mu.Lock()
+		j := r.rec.jobs[pj.JobID]
+		g := r.rec.leases[pj.LeaseID]
+		deadline, payload := j.deadlineAt, j.payload
+		r.rec.mu.Unlock()
+
+		env, err := r.site.SealFor(pj, pj.JobID, deadline, payload)
+		if err != nil {
+			r.st.note("site: seal: " + err.Error())
+			r.rec.mu.Lock()
+			g.sealState = sealDone
+			r.rec.mu.Unlock()
+			continue
+		}
+		_, err = r.call(ctx, "site/payload", func(ctx context.Context) error {
+			_, err := r.site.Payload(ctx, pj.JobID, env)
+			return err
+		})
+		recv := nowMs()
+		r.rec.mu.Lock()
+		g.sealState = sealDone
+		if st := client.ErrorStatus(err); err != nil && (st == 0 || st >= 500) {
+			// No answer, or the store was down: if the job is still
+			// pending, the next poll seals it again.
+			g.sealState = sealNone
+		}
+		// Sealed before the grant's window closed and while it was not
+		// given back: the payload went to this grant, which is therefore
+		// held until its lease lapses.
+		if err == nil && recv < g.grantedAt+protocol.AwaitingPayloadMs && g.releasedAt == 0 {
+			g.sealed = true
+		}
+		r.rec.mu.Unlock()
+	}
+}
+
+// resultsLoop polls results and collects each job's result once.
+func (r *Run) resultsLoop(ctx context.Context) {
+	for {
+		var resp protocol.ResultsResponse
+		t0 := time.Now()
+		_, err := r.call(ctx, "site/results", func(ctx context.Context) (err error) {
+			resp, err = r.site.Results(ctx)
+			return err
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		n := 0
+		if err == nil {
+			n = len(resp.Jobs)
+			r.collectAll(resp.Jobs)
+		}
+		// Results stay listed until their deadline, so every poll returns
+		// all of them: poll less often as the listing grows (and never
+		// spend more than a third of the time polling), but often enough
+		// to see each before it expires.
+		wait := r.cfg.ResultsInterval + time.Duration(n)*20*time.Microsecond
+		wait = max(wait, 2*time.Since(t0)-r.cfg.ResultsInterval)
+		wait = min(wait, r.cfg.JobTTL/4)
+		if sleep(ctx, wait) != nil {
+			return
+		}
+	}
+}
+
+// collectAll takes a results listing: results seen before are only checked
+// for change; new ones are opened, several at once (opening is the site's
+// costliest step).
+func (r *Run) collectAll(listing []protocol.FinishedJob) {
+	type fresh struct {
+		fin     protocol.FinishedJob
+		j       *job
+		device  protocol.PublicIdentity
+		pending bool
+	}
+	var todo []fresh
+	r.rec.mu.Lock()
+	for _, fin := range listing {
+		j := r.rec.jobs[fin.JobID]
+		if j == nil {
+			r.st.note("site: results list a job this run never published")
+			continue
+		}
+		if seen := j.site; seen != nil {
+			if (seen.leaseID != fin.LeaseID || seen.ciphertext != fin.Envelope.Ciphertext) && !seen.changed {
+				seen.changed = true
+				r.problem(j, ResultTwice, "the site collected the result of lease %s (%s), then results listed lease %s (%s)",
+					seen.leaseID, seen.runner, fin.LeaseID, fin.RunnerID)
+			}
+			continue
+		}
+		device, ok := j.pendingDevice[fin.LeaseID]
+		j.site = &siteResult{leaseID: fin.LeaseID, runner: fin.RunnerID, ciphertext: fin.Envelope.Ciphertext, at: nowMs(), device: device}
+		todo = append(todo, fresh{fin: fin, j: j, device: device, pending: ok})
+	}
+	r.rec.mu.Unlock()
+
+	next := make(chan fresh)
+	var wg sync.WaitGroup
+	for range min(r.cfg.SealWorkers, len(todo)) {
+		wg.Go(func() {
+			for f := range next {
+				r.collect(f.fin, f.j, f.device, f.pending)
+			}
+		})
+	}
+	for _, f := range todo {
+		next <- f
+	}
+	close(next)
+	wg.Wait()
+}
+
+// collect opens one new result with the device key pending gave for its
+// lease and checks that it is the echo of the job's payload.
+func (r *Run) collect(fin protocol.FinishedJob, j *job, device protocol.PublicIdentity, sawPending bool) {
+	r.rec.mu.Lock()
+	payload := j.payload
+	r.rec.mu.Unlock()
+
+	var problem *Violation
+	if !sawPending {
+		problem = &Violation{Kind: WrongDevice, Detail: "a result under lease " + fin.LeaseID + " (" + fin.RunnerID + "), which the site never saw pending, so it has no device key of its own to open it with"}
+	} else {
+		plain, err := client.Open(r.cfg.Keys.Site.Keys, fin.Envelope, client.Expectation{JobID: fin.JobID, Direction: protocol.DirectionResult, SenderIdentity: device.Identity})
+		switch {
+		case err != nil:
+			problem = &Violation{Kind: ResultUnopenable, Detail: "with the device pending named for lease " + fin.LeaseID + ": " + err.Error()}
+		case !bytes.Equal(plain, echo(payload)):
+			problem = &Violation{Kind: ResultUnopenable, Detail: "the result is not the echo of this job's payload: " + string(plain)}
+		}
+	}
+	if problem != nil {
+		r.rec.mu.Lock()
+		r.problem(j, problem.Kind, "%s", problem.Detail)
+		r.rec.mu.Unlock()
+	}
+	select {
+	case <-r.inflight:
+	default:
+	}
+	r.lastProgress.Store(nowMs())
+	if int(r.collected.Add(1)) == r.cfg.Jobs {
+		close(r.allCollected)
+	}
+}
