@@ -1,0 +1,194 @@
+// Command relaybench measures relayd end to end through real replicas with
+// signed, sealed Go peers: full-lifecycle throughput per store and replica
+// count, claim latency against store depth for both stores (with a PNG
+// plot), and the EVALSHA limit of the same Valkey. Each result is printed
+// as one JSON line. See docs/performance.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+
+	"github.com/byollm/relayd/internal/bench"
+	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/plot"
+)
+
+func main() {
+	var (
+		relayd     = flag.String("relayd", "", "relayd binary (default: build this checkout)")
+		valkeyAddr = flag.String("valkey-addr", "", "Valkey host:port for the valkey scenarios (they are skipped without it)")
+		scenarios  = flag.String("scenarios", "lifecycle,limit,depth", "comma-separated: lifecycle, limit, depth")
+		jobs       = flag.Int("jobs", 3000, "jobs per lifecycle run")
+		daemons    = flag.Int("daemons", 16, "daemons")
+		siteConc   = flag.Int("site-concurrency", 16, "concurrent enqueues and seals of the site")
+		prefill    = flag.Int("prefill", 0, "jobs queued for an owner nobody serves before each lifecycle run")
+		replicas   = flag.String("replicas", "1,3", "replica counts for the valkey lifecycle runs")
+		depths     = flag.String("depths", "1000,10000,100000,1000000", "store depths for the depth scenario")
+		depthJobs  = flag.Int("depth-jobs", 400, "jobs run at each depth")
+		plotPath   = flag.String("plot", "", "write the claim-latency plot (PNG) here")
+		clients    = flag.Int("limit-clients", 50, "redis-benchmark clients for the limit")
+		requests   = flag.Int("limit-requests", 200000, "redis-benchmark requests for the limit")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, options{
+		relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), jobs: *jobs, daemons: *daemons,
+		siteConc: *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
+		plotPath: *plotPath, clients: *clients, requests: *requests,
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "relaybench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	relayd, valkeyAddr, plotPath     string
+	scenarios                        []string
+	jobs, daemons, siteConc, prefill int
+	replicas, depths                 []int
+	depthJobs, clients, requests     int
+}
+
+func run(ctx context.Context, o options) error {
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "# "+format+"\n", args...) }
+	if o.relayd == "" {
+		root, err := fleet.ModuleRoot(ctx)
+		if err != nil {
+			return err
+		}
+		dir, err := os.MkdirTemp("", "relaybench-bin-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if o.relayd, err = fleet.Build(ctx, root, dir); err != nil {
+			return err
+		}
+	}
+	base := bench.Lifecycle{Binary: o.relayd, ValkeyAddr: o.valkeyAddr, Jobs: o.jobs, Daemons: o.daemons,
+		SiteConcurrency: o.siteConc, Prefill: o.prefill, Logf: logf}
+	stores := []string{"memory"}
+	if o.valkeyAddr != "" {
+		stores = append(stores, "valkey")
+	} else {
+		logf("no --valkey-addr: valkey scenarios skipped")
+	}
+
+	var best float64
+	if has(o.scenarios, "lifecycle") {
+		for _, st := range stores {
+			counts := []int{1}
+			if st == "valkey" {
+				counts = o.replicas
+			}
+			for _, n := range counts {
+				l := base
+				l.Store, l.Replicas = st, n
+				logf("lifecycle: %s store, %d replica(s), %d jobs", st, n, l.Jobs)
+				res, err := bench.RunLifecycle(ctx, l)
+				if err != nil {
+					return err
+				}
+				emit(res)
+				if st == "valkey" && res.StoreOpsPerSecond > best {
+					best = res.StoreOpsPerSecond
+				}
+			}
+		}
+	}
+	if has(o.scenarios, "limit") && o.valkeyAddr != "" {
+		lim, err := bench.MeasureLimit(ctx, o.valkeyAddr, o.clients, o.requests)
+		if err != nil {
+			return err
+		}
+		if best > 0 {
+			lim.StoreOpsPerSecond, lim.Ratio = best, best/lim.EvalshaPerSecond
+		}
+		emit(struct {
+			Scenario string `json:"scenario"`
+			bench.Limit
+		}{"limit", lim})
+	}
+	if has(o.scenarios, "depth") {
+		chart := plot.Chart{Title: "Claim latency against store depth (p50 and p99, one replica)", XLabel: "jobs already queued",
+			YLabel: "claim latency (ms)", LogX: true}
+		for _, st := range stores {
+			p50 := plot.Series{Name: st + " p50"}
+			p99 := plot.Series{Name: st + " p99"}
+			for _, d := range o.depths {
+				l := base
+				l.Store, l.Jobs = st, o.depthJobs
+				logf("depth: %s store, %d queued", st, d)
+				res, err := bench.Depth(ctx, l, d)
+				if err != nil {
+					return err
+				}
+				emit(res)
+				c := res.Latency["claim"]
+				p50.Points = append(p50.Points, plot.Point{X: float64(d), Y: c.P50})
+				p99.Points = append(p99.Points, plot.Point{X: float64(d), Y: c.P99})
+			}
+			chart.Series = append(chart.Series, p50, p99)
+		}
+		if o.plotPath != "" && len(o.depths) > 1 {
+			png, err := chart.PNG()
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(o.plotPath, png, 0o644); err != nil {
+				return err
+			}
+			logf("wrote %s", o.plotPath)
+		}
+	}
+	return nil
+}
+
+func emit(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relaybench: %v\n", err)
+		return
+	}
+	fmt.Println(string(b))
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func ints(s string) []int {
+	var out []int
+	for _, p := range split(s) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "relaybench: %q is not a positive number\n", p)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func has(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,214 @@
+// Package bench measures relayd end to end: full-lifecycle throughput and
+// per-endpoint latency through real replicas, claim latency against store
+// depth for both stores, and the limit one Valkey sets (EVALSHA of a
+// trivial script) measured on the same server in the same run.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/workload"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/valkey"
+)
+
+// Lifecycle describes one throughput run.
+type Lifecycle struct {
+	// Binary is the relayd executable.
+	Binary string
+	// Store is "memory" or "valkey"; Replicas how many relayd processes.
+	Store    string
+	Replicas int
+	// ValkeyAddr is the Valkey server for the valkey store.
+	ValkeyAddr string
+	// Jobs, Daemons and SiteConcurrency shape the load.
+	Jobs, Daemons, SiteConcurrency int
+	// Prefill queues this many jobs for an owner nobody serves before the
+	// run, so they only add size.
+	Prefill int
+	// Logf receives progress.
+	Logf func(format string, args ...any)
+}
+
+// Result is what one run measured. Figures are for this machine and this
+// run only; compare them as ratios within one run.
+type Result struct {
+	Scenario      string                      `json:"scenario"`
+	Store         string                      `json:"store"`
+	Replicas      int                         `json:"replicas"`
+	Daemons       int                         `json:"daemons"`
+	Jobs          int                         `json:"jobs"`
+	Prefill       int                         `json:"prefill"`
+	Collected     int                         `json:"collected"`
+	JobsPerSecond float64                     `json:"jobsPerSecond"`
+	Latency       map[string]workload.Latency `json:"latency"`
+	Errors        map[string]int              `json:"errors"`
+	Violations    int                         `json:"violations"`
+	// StoreOpsPerSecond counts the relay's store operations (from
+	// /metrics, every replica) over the run's elapsed time.
+	StoreOpsPerSecond float64 `json:"storeOpsPerSecond"`
+	// ValkeyCommandsPerJob and ValkeyBytesPerJob come from the server's
+	// INFO stats before and after the run (valkey store only).
+	ValkeyCommandsPerJob float64 `json:"valkeyCommandsPerJob,omitempty"`
+	ValkeyBytesPerJob    float64 `json:"valkeyBytesPerJob,omitempty"`
+}
+
+// RunLifecycle starts the replicas, fills the store, drives the workload
+// and reports.
+func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
+	logf := l.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	dir, err := os.MkdirTemp("", "relaybench-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	fx, err := fleet.WriteFixture(dir, fleet.FixtureOptions{Devices: l.Daemons})
+	if err != nil {
+		return Result{}, err
+	}
+	// Rate limits off: this measures the relay, not its throttle.
+	opts := fleet.Options{Binary: l.Binary, Replicas: l.Replicas, Fixture: fx.Path, SiteID: fx.SiteID, Store: l.Store,
+		LogLevel: "info", LogLimit: 1 << 20, Args: []string{"--rate-limit", "0", "--site-rate-limit", "0"}}
+	prefix := fmt.Sprintf("bench:{%d}:", time.Now().UnixNano())
+	if l.Store == "valkey" {
+		opts.Valkey = fleet.Valkey{Addrs: []string{l.ValkeyAddr}, Prefix: prefix}
+	}
+	fl, err := fleet.Start(ctx, opts)
+	if err != nil {
+		return Result{}, fmt.Errorf("start replicas: %w", err)
+	}
+	defer fl.Close()
+
+	if l.Prefill > 0 {
+		start := time.Now()
+		if err := prefill(ctx, l, fx, fl.PublicURLs(), prefix); err != nil {
+			return Result{}, fmt.Errorf("prefill: %w", err)
+		}
+		logf("prefilled %d jobs in %s", l.Prefill, time.Since(start).Round(time.Millisecond))
+	}
+
+	var before valkeyStats
+	if l.Store == "valkey" {
+		if before, err = readValkeyStats(ctx, l.ValkeyAddr); err != nil {
+			return Result{}, err
+		}
+	}
+	opsBefore, err := storeOps(ctx, fl.AdminURLs())
+	if err != nil {
+		return Result{}, err
+	}
+	run, err := workload.Execute(ctx, workload.Config{
+		BaseURLs: fl.PublicURLs(), Keys: fx.Pool(), Jobs: l.Jobs, EnqueueConcurrency: l.SiteConcurrency,
+		// Finished jobs stay listed in results until their deadline, so a
+		// short one keeps the site's polls the size a real site's would be.
+		SealWorkers: l.SiteConcurrency, JobTTL: time.Minute, Logf: logf,
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("workload: %w", err)
+	}
+	rep := run.Report()
+	opsAfter, err := storeOps(ctx, fl.AdminURLs())
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{
+		Scenario: "lifecycle", Store: l.Store, Replicas: l.Replicas, Daemons: rep.Daemons, Jobs: l.Jobs, Prefill: l.Prefill,
+		Collected: rep.Collected, JobsPerSecond: rep.JobsPerSecond, Latency: rep.Latency, Errors: rep.Errors,
+		Violations: len(run.Check()),
+	}
+	if rep.Elapsed > 0 {
+		res.StoreOpsPerSecond = (opsAfter - opsBefore) / rep.Elapsed.Seconds()
+	}
+	if l.Store == "valkey" && rep.Collected > 0 {
+		after, err := readValkeyStats(ctx, l.ValkeyAddr)
+		if err != nil {
+			return Result{}, err
+		}
+		res.ValkeyCommandsPerJob = float64(after.commands-before.commands) / float64(rep.Collected)
+		res.ValkeyBytesPerJob = float64(after.bytes()-before.bytes()) / float64(rep.Collected)
+	}
+	return res, nil
+}
+
+// prefill queues jobs for an owner nobody serves: straight into Valkey
+// through the store (fast, and the records are the ones enqueue writes),
+// or through the relay's own enqueue for the memory store, which lives in
+// the relay process.
+func prefill(ctx context.Context, l Lifecycle, fx *fleet.Fixture, urls []string, prefix string) error {
+	deadline := time.Now().Add(time.Hour).UnixMilli()
+	stub := func(i int64) protocol.JobStub {
+		return protocol.JobStub{ID: "idle-" + strconv.FormatInt(i, 10), Kind: protocol.KindGenerate, Owner: "nobody",
+			Site: fx.SiteKeyID(), Audience: protocol.AudiencePublic, SizeClass: "small", DeadlineAt: deadline}
+	}
+	var enqueue func(ctx context.Context, s protocol.JobStub) error
+	workers := 32
+	if l.Store == "valkey" {
+		st, err := valkey.New(ctx, valkey.Options{Addrs: []string{l.ValkeyAddr}, KeyPrefix: prefix})
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		workers = 128
+		enqueue = func(ctx context.Context, s protocol.JobStub) error {
+			_, err := st.Enqueue(ctx, store.EnqueueInput{SiteID: fx.SiteID, Stub: s})
+			return err
+		}
+	} else {
+		site, err := client.NewSite(client.Config{BaseURLs: urls}, fx.Keys.Site.Keys, fx.SiteID)
+		if err != nil {
+			return err
+		}
+		enqueue = func(ctx context.Context, s protocol.JobStub) error {
+			_, err := site.Enqueue(ctx, s)
+			return err
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(l.Prefill) {
+					return
+				}
+				if err := enqueue(ctx, stub(i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// Depth measures claim latency through one replica with `depth` jobs
+// queued for an owner nobody serves.
+func Depth(ctx context.Context, l Lifecycle, depth int) (Result, error) {
+	l.Replicas, l.Prefill = 1, depth
+	res, err := RunLifecycle(ctx, l)
+	res.Scenario = "depth"
+	return res, err
+}
+
+// parseFloat reads a number from a metrics or INFO line value.
+func parseFloat(s string) float64 {
+	v, _ := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	return v
+}

@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+
+	vk "github.com/valkey-io/valkey-go"
+)
+
+// storeOps sums relayd_store_operation_duration_seconds_count over every
+// replica's /metrics: how many store operations the relays have run.
+func storeOps(ctx context.Context, adminURLs []string) (float64, error) {
+	var total float64
+	for _, u := range adminURLs {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/metrics", nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, fmt.Errorf("scrape %s: %w", u, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "relayd_store_operation_duration_seconds_count{") {
+				total += parseFloat(line[strings.LastIndexByte(line, ' ')+1:])
+			}
+		}
+		resp.Body.Close()
+		if err := sc.Err(); err != nil {
+			return 0, fmt.Errorf("scrape %s: %w", u, err)
+		}
+	}
+	return total, nil
+}
+
+// valkeyStats are the server-wide counters a run is measured by.
+type valkeyStats struct {
+	commands      int64
+	input, output int64
+}
+
+func (s valkeyStats) bytes() int64 { return s.input + s.output }
+
+func readValkeyStats(ctx context.Context, addr string) (valkeyStats, error) {
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		return valkeyStats{}, fmt.Errorf("valkey stats: %w", err)
+	}
+	defer c.Close()
+	info, err := c.Do(ctx, c.B().Info().Section("stats").Build()).ToString()
+	if err != nil {
+		return valkeyStats{}, fmt.Errorf("valkey stats: %w", err)
+	}
+	var s valkeyStats
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "total_commands_processed":
+			s.commands = int64(parseFloat(v))
+		case "total_net_input_bytes":
+			s.input = int64(parseFloat(v))
+		case "total_net_output_bytes":
+			s.output = int64(parseFloat(v))
+		}
+	}
+	return s, nil
+}
+
+// Limit is what one Valkey can do at best: EVALSHA of a trivial script,
+// measured with redis-benchmark (or valkey-benchmark) against the server.
+type Limit struct {
+	Tool              string  `json:"tool"`
+	Clients           int     `json:"clients"`
+	Requests          int     `json:"requests"`
+	EvalshaPerSecond  float64 `json:"evalshaPerSecond"`
+	StoreOpsPerSecond float64 `json:"storeOpsPerSecond,omitempty"`
+	Ratio             float64 `json:"ratio,omitempty"`
+}
+
+var rpsLine = regexp.MustCompile(`([0-9.]+) requests per second`)
+
+// MeasureLimit loads a trivial script and runs the benchmark tool on it.
+func MeasureLimit(ctx context.Context, addr string, clients, requests int) (Limit, error) {
+	tool := ""
+	for _, name := range []string{"valkey-benchmark", "redis-benchmark"} {
+		if p, err := exec.LookPath(name); err == nil {
+			tool = p
+			break
+		}
+	}
+	if tool == "" {
+		return Limit{}, errors.New("limit: neither valkey-benchmark nor redis-benchmark is on PATH")
+	}
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		return Limit{}, fmt.Errorf("limit: %w", err)
+	}
+	sha, err := c.Do(ctx, c.B().ScriptLoad().Script("return 1").Build()).ToString()
+	c.Close()
+	if err != nil {
+		return Limit{}, fmt.Errorf("limit: load script: %w", err)
+	}
+	host, port, ok := strings.Cut(addr, ":")
+	if !ok {
+		return Limit{}, fmt.Errorf("limit: address %q is not host:port", addr)
+	}
+	out, err := exec.CommandContext(ctx, tool, "-h", host, "-p", port, "-c", fmt.Sprint(clients), "-n", fmt.Sprint(requests),
+		"-q", "EVALSHA", sha, "0").CombinedOutput()
+	if err != nil {
+		return Limit{}, fmt.Errorf("limit: %s: %w\n%s", tool, err, out)
+	}
+	m := rpsLine.FindAllStringSubmatch(string(out), -1)
+	if len(m) == 0 {
+		return Limit{}, fmt.Errorf("limit: no rate in %s output: %q", tool, out)
+	}
+	return Limit{Tool: tool, Clients: clients, Requests: requests, EvalshaPerSecond: parseFloat(m[len(m)-1][1])}, nil
+}
