@@ -50,9 +50,14 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## bench: a short run of the store benchmarks (docs/performance.md has the full ones)
+## bench: a short end-to-end benchmark (docs/performance.md has the full run);
+## it starts its own redis-server on a free port and stops it afterwards
 bench:
-	$(GO) test -run '^$$' -bench 'BenchmarkOperations' -benchtime 200x ./store/valkey
+	@port=$$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'); \
+	  redis-server --port $$port --bind 127.0.0.1 --save "" --appendonly no --daemonize yes --logfile /dev/null >/dev/null; \
+	  $(GO) run ./cmd/relaybench --valkey-addr 127.0.0.1:$$port --jobs 500 --daemons 8 --depths 1000,10000 --depth-jobs 200 \
+	    --limit-requests 50000; status=$$?; \
+	  redis-cli -p $$port shutdown nosave >/dev/null 2>&1; exit $$status
 
 clean:
 	rm -rf $(BIN)

@@ -34,6 +34,7 @@ type Config struct {
 	Store           string
 	SweepInterval   time.Duration
 	PublicDebug     bool
+	Pprof           bool
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
 	LogLevel        string
@@ -96,6 +97,7 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.Store, "store", StoreMemory, "routing store: memory (single replica) or valkey (many replicas)")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 5*time.Second, "how often this replica sweeps passed deadlines in the background (0 disables)")
 	fs.BoolVar(&c.PublicDebug, "public-debug", false, "also serve the debug page on the public listener (never in production)")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's /debug/pprof/ profiles on the admin listener")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 8<<20, "largest request body accepted; larger ones get 413")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted, on both listeners")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers, on both listeners")

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/byollm/relayd/clock"
@@ -74,6 +75,9 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
+	if cfg.Pprof {
+		admin.Mount("/debug/pprof/*", profiles())
+	}
 
 	publicLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -207,4 +211,15 @@ func sweepEvery(ctx context.Context, st store.RoutingStore, every time.Duration,
 			}
 		}
 	}
+}
+
+// profiles serves Go's runtime profiles; only ever on the admin listener.
+func profiles() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }

@@ -35,6 +35,7 @@ func main() {
 		plotPath   = flag.String("plot", "", "write the claim-latency plot (PNG) here")
 		clients    = flag.Int("limit-clients", 50, "redis-benchmark clients for the limit")
 		requests   = flag.Int("limit-requests", 200000, "redis-benchmark requests for the limit")
+		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of one replica during the last valkey lifecycle run here")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -42,7 +43,7 @@ func main() {
 	if err := run(ctx, options{
 		relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), jobs: *jobs, daemons: *daemons,
 		siteConc: *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
-		plotPath: *plotPath, clients: *clients, requests: *requests,
+		plotPath: *plotPath, clients: *clients, requests: *requests, cpuProfile: *cpuProfile,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "relaybench: %v\n", err)
 		os.Exit(1)
@@ -50,11 +51,11 @@ func main() {
 }
 
 type options struct {
-	relayd, valkeyAddr, plotPath     string
-	scenarios                        []string
-	jobs, daemons, siteConc, prefill int
-	replicas, depths                 []int
-	depthJobs, clients, requests     int
+	relayd, valkeyAddr, plotPath, cpuProfile string
+	scenarios                                []string
+	jobs, daemons, siteConc, prefill         int
+	replicas, depths                         []int
+	depthJobs, clients, requests             int
 }
 
 func run(ctx context.Context, o options) error {
@@ -92,6 +93,9 @@ func run(ctx context.Context, o options) error {
 			for _, n := range counts {
 				l := base
 				l.Store, l.Replicas = st, n
+				if st == "valkey" && n == counts[len(counts)-1] {
+					l.CPUProfile, l.ProfileSeconds = o.cpuProfile, 5
+				}
 				logf("lifecycle: %s store, %d replica(s), %d jobs", st, n, l.Jobs)
 				res, err := bench.RunLifecycle(ctx, l)
 				if err != nil {

@@ -36,6 +36,10 @@ type Lifecycle struct {
 	// Prefill queues this many jobs for an owner nobody serves before the
 	// run, so they only add size.
 	Prefill int
+	// CPUProfile, when set, receives a CPU profile of the first replica
+	// taken during the run (ProfileSeconds long).
+	CPUProfile     string
+	ProfileSeconds int
 	// Logf receives progress.
 	Logf func(format string, args ...any)
 }
@@ -82,6 +86,9 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 	// Rate limits off: this measures the relay, not its throttle.
 	opts := fleet.Options{Binary: l.Binary, Replicas: l.Replicas, Fixture: fx.Path, SiteID: fx.SiteID, Store: l.Store,
 		LogLevel: "info", LogLimit: 1 << 20, Args: []string{"--rate-limit", "0", "--site-rate-limit", "0"}}
+	if l.CPUProfile != "" {
+		opts.Args = append(opts.Args, "--pprof")
+	}
 	prefix := fmt.Sprintf("bench:{%d}:", time.Now().UnixNano())
 	if l.Store == "valkey" {
 		opts.Valkey = fleet.Valkey{Addrs: []string{l.ValkeyAddr}, Prefix: prefix}
@@ -110,6 +117,12 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	profiled := make(chan error, 1)
+	if l.CPUProfile != "" {
+		go func() { profiled <- cpuProfile(ctx, fl.AdminURLs()[0], l.ProfileSeconds, l.CPUProfile) }()
+	} else {
+		profiled <- nil
+	}
 	run, err := workload.Execute(ctx, workload.Config{
 		BaseURLs: fl.PublicURLs(), Keys: fx.Pool(), Jobs: l.Jobs, EnqueueConcurrency: l.SiteConcurrency,
 		// Finished jobs stay listed in results until their deadline, so a
@@ -120,6 +133,9 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 		return Result{}, fmt.Errorf("workload: %w", err)
 	}
 	rep := run.Report()
+	if err := <-profiled; err != nil {
+		return Result{}, err
+	}
 	opsAfter, err := storeOps(ctx, fl.AdminURLs())
 	if err != nil {
 		return Result{}, err

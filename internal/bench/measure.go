@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -125,4 +127,32 @@ func MeasureLimit(ctx context.Context, addr string, clients, requests int) (Limi
 		return Limit{}, fmt.Errorf("limit: no rate in %s output: %q", tool, out)
 	}
 	return Limit{Tool: tool, Clients: clients, Requests: requests, EvalshaPerSecond: parseFloat(m[len(m)-1][1])}, nil
+}
+
+// cpuProfile saves a CPU profile of one replica, taken over seconds.
+func cpuProfile(ctx context.Context, admin string, seconds int, path string) error {
+	if seconds <= 0 {
+		seconds = 10
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", admin, seconds), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cpu profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	return f.Close()
 }
