@@ -308,6 +308,24 @@ local function holder_refusal(rec, runner, lease)
   return nil
 end
 
+-- held returns the live job that runner holds under lease, or nil and the
+-- reply that refuses the call (unreadable record, not-found, not-holder,
+-- stale-lease), in the reference's order.
+local function held(id, runner, lease, now)
+  local rec, how = live(id, now)
+  if how == 'unreadable' then
+    return nil, unreadable(id)
+  end
+  if not rec then
+    return nil, { 'refused', 'not-found' }
+  end
+  local no = holder_refusal(rec, runner, lease)
+  if no then
+    return nil, { 'refused', no }
+  end
+  return rec
+end
+
 -- sweep applies the deadlines due at now, taking at most batch entries from
 -- each deadline index, and returns the requeued and the expired ids, each
 -- in first-enqueue order.
@@ -418,4 +436,23 @@ end
 -- id_of strips a lex member's list prefix and sequence.
 local function id_of(member, prefix)
   return string.sub(member, #prefix + 17)
+end
+
+-- site_page reads a page of one site's jobs from a per-site lex index
+-- (awaiting or finished). ARGV: site, last member read ('' for the start),
+-- page size. Reply: {last member, then id, record, payload, result...}.
+local function site_page(index)
+  local prefix = list_prefix(ARGV[1])
+  local lo, hi = lex_range(prefix)
+  if ARGV[2] ~= '' then
+    lo = '(' .. ARGV[2]
+  end
+  local members = redis.call('ZRANGEBYLEX', index, lo, hi, 'LIMIT', 0, tonumber(ARGV[3]))
+  local ids = {}
+  for i, m in ipairs(members) do
+    ids[i] = id_of(m, prefix)
+  end
+  local out = read_jobs(ids)
+  table.insert(out, 1, members[#members] or '')
+  return out
 end

@@ -6,16 +6,9 @@
 local now = clock_now()
 local id, runner, lease = ARGV[1], ARGV[2], ARGV[3]
 
-local rec, how = live(id, now)
-if how == 'unreadable' then
-  return unreadable(id)
-end
+local rec, refusal = held(id, runner, lease, now)
 if not rec then
-  return { 'refused', 'not-found' }
-end
-local no = holder_refusal(rec, runner, lease)
-if no then
-  return { 'refused', no }
+  return refusal
 end
 if rec.state == STATE_DONE then
   return { 'refused', 'finished' } -- relayd G9: a finished job is never reopened
