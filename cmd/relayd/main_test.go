@@ -1,13 +1,8 @@
 package main_test
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -25,41 +20,15 @@ func startExample(t *testing.T, args ...string) *relaydtest.Process {
 	return relaydtest.Start(t, relaydtest.Options{Fixture: "../../deploy/fixture.example.json", SiteID: "site_example", Args: args})
 }
 
-// halfSentEnqueue opens a connection to the relay and sends a correctly
-// signed enqueue whose body is only partly written, so the request stays in
-// flight until finish is called.
-func halfSentEnqueue(t *testing.T, publicURL string) (finish func() *http.Response) {
+// heldEnqueue holds a correctly signed enqueue open mid-body as the demo
+// site, until finish is called.
+func heldEnqueue(t *testing.T, publicURL string) (finish func() *http.Response) {
 	keys, err := client.LoadDemoKeys("../../deploy/demo-keys.json")
 	require.NoError(t, err)
-	stub := protocol.JobStub{ID: "drain-job", Kind: protocol.KindGenerate, Owner: "alice", Site: keys.Site.Keys.KeyID(),
-		Audience: protocol.AudiencePublic, SizeClass: "small", DeadlineAt: time.Now().Add(time.Hour).UnixMilli()}
-	body, err := json.Marshal(protocol.EnqueueRequest{SiteID: keys.Site.SiteID, Stub: stub})
+	site, err := client.NewSite(client.Config{BaseURLs: []string{publicURL}}, keys.Site.Keys, keys.Site.SiteID)
 	require.NoError(t, err)
-	h := http.Header{}
-	protocol.SignRequest(h, protocol.HeaderSite, keys.Site.Keys.IdentityPrivate(), "site/enqueue", keys.Site.SiteID, time.Now().UnixMilli(), body)
-
-	u, err := url.Parse(publicURL)
-	require.NoError(t, err)
-	conn, err := net.Dial("tcp", u.Host)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	var head strings.Builder
-	fmt.Fprintf(&head, "POST /relay/site/enqueue HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", u.Host, len(body))
-	for k, v := range h {
-		fmt.Fprintf(&head, "%s: %s\r\n", k, v[0])
-	}
-	head.WriteString("\r\n")
-	_, err = io.WriteString(conn, head.String())
-	require.NoError(t, err)
-	_, err = conn.Write(body[:10])
-	require.NoError(t, err)
-	return func() *http.Response {
-		_, err := conn.Write(body[10:])
-		require.NoError(t, err)
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		require.NoError(t, err)
-		return resp
-	}
+	stub := site.Stub("drain-job", protocol.KindGenerate, "alice", time.Now().Add(time.Hour).UnixMilli())
+	return relaydtest.HoldEnqueue(t, publicURL, site, stub)
 }
 
 func readiness(admin string) (int, string) {
@@ -77,12 +46,10 @@ func TestSIGTERMFailsReadinessFirstAndFinishesInFlightRequests(t *testing.T) {
 	status, _ := readiness(p.Admin)
 	require.Equal(t, http.StatusOK, status)
 
-	finish := halfSentEnqueue(t, p.Public)
-	// Signal only once relayd holds the request: sooner, the listener could
-	// close before the connection was even accepted.
-	require.Eventually(t, func() bool {
-		return strings.Contains(metricsText(p.Admin), "relayd_http_requests_in_flight 1")
-	}, 10*time.Second, 10*time.Millisecond)
+	// HoldEnqueue returns once relayd's handler is reading the body, so the
+	// signal cannot beat the listener to the connection.
+	finish := heldEnqueue(t, p.Public)
+	require.Contains(t, metricsText(p.Admin), "relayd_http_requests_in_flight 1")
 	require.NoError(t, p.Signal(syscall.SIGTERM))
 
 	// While the request is still open, the replica already says it is
