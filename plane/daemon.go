@@ -63,10 +63,11 @@ func (r *Relay) daemonPlane(c echo.Context, endpoint string, h daemonHandler) er
 		return storeFailure(c, r.cfg.Logger, "presence", err)
 	}
 	proj := r.projection()
-	// A runner whose device record left the projection, or was re-approved
-	// under another key, is no longer anyone the relay knows (G7).
+	// A runner whose device record left the projection, or whose approved
+	// keys or owner changed since it paired, is no longer anyone the relay
+	// knows (G7); pairing again takes up what the projection says now.
 	dev, approved := proj.DeviceFor(sig.CallerID)
-	if !found || !approved || dev.Device.Identity != who.Device.Identity {
+	if !found || !approved || dev.Device != who.Device || dev.Owner != who.Owner {
 		return writeRefusal(c, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerNotKnown))
 	}
 	if refusal := r.verify(sig, endpoint, body, who.Device.Identity); refusal != nil {
@@ -138,7 +139,11 @@ func (r *Relay) pair(c echo.Context) error {
 	if approved.Owner != req.Owner {
 		return writeRefusal(c, protocol.Refuse(protocol.CodeForbidden, protocol.MsgDeviceOtherOwner))
 	}
-	if _, err := r.cfg.Store.Seen(c.Request().Context(), store.SeenInput{RunnerID: approved.RunnerID, Owner: req.Owner, Device: req.Device}); err != nil {
+	// Store the keys the projection approved, never the ones presented:
+	// pairing is unsigned, and an old but self-consistent key set is public,
+	// so storing what was sent would let anyone roll a device back to a
+	// retired encryption key (G7).
+	if _, err := r.cfg.Store.Seen(c.Request().Context(), store.SeenInput{RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device}); err != nil {
 		return storeFailure(c, r.cfg.Logger, "seen", err)
 	}
 	return writeJSON(c, http.StatusOK, protocol.PairResponse{ProtocolVersion: protocol.Version, RunnerID: approved.RunnerID, Site: site.Site})

@@ -122,8 +122,7 @@ func TestG7_RePairRefreshesTheStoredKeysAndOwner(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		old := b.paired(t, "alice")
 		// The device rotates its encryption key and the control plane
-		// records it; the identity key stays. (The row and the presented
-		// keys agree, so this holds whichever of the two the relay stores.)
+		// records it; the identity key stays.
 		rotated, err := client.NewKeys(old.Keys().IdentityPrivate(), genKeys(t).EncryptionPrivate())
 		require.NoError(t, err)
 		require.NotEqual(t, old.Keys().Public().Encryption, rotated.Public().Encryption)
@@ -154,6 +153,53 @@ func TestG7_RePairRefreshesTheStoredKeysAndOwner(t *testing.T) {
 		b.enqueue(t, b.stub(t, "bobs", "bob"), b.stub(t, "alices", "alice"))
 		b.claimOne(t, d, "bobs")
 		require.Empty(t, b.claim(t, d, 8), "alice's self job is no longer this device's")
+	})
+}
+
+func TestG7_AnUnsignedRePairCannotRollADeviceBackToARetiredKey(t *testing.T) {
+	eachStore(t, nil, func(t *testing.T, b *bundle) {
+		old := b.paired(t, "alice")
+		retired := old.Keys().Public()
+		rotated, err := client.NewKeys(old.Keys().IdentityPrivate(), genKeys(t).EncryptionPrivate())
+		require.NoError(t, err)
+		b.project(t, setDevice("runner_alice", "alice", rotated.Public()))
+
+		// The retired set is still self-consistent and was public; anyone can
+		// present it to the unsigned pair. The relay stores what it approved.
+		stranger, err := client.NewDaemon(b.clientConfig(b.url), old.Keys(), "")
+		require.NoError(t, err)
+		_, err = stranger.Pair(b.ctx, "alice")
+		require.NoError(t, err)
+		p, ok := b.presence(t, "runner_alice")
+		require.True(t, ok)
+		require.Equal(t, rotated.Public(), p.Device)
+		require.NotEqual(t, retired.Encryption, p.Device.Encryption)
+
+		d, err := client.NewDaemon(b.clientConfig(b.url), rotated, "runner_alice")
+		require.NoError(t, err)
+		b.enqueue(t, b.stub(t, "job-1", "alice"))
+		b.claimOne(t, d, "job-1")
+		require.Equal(t, rotated.Public(), b.pending(t, "job-1").Device, "sites seal to the approved key only")
+	})
+}
+
+func TestG7_ARunnerWhoseApprovedKeysOrOwnerChangedMustPairAgain(t *testing.T) {
+	eachStore(t, nil, func(t *testing.T, b *bundle) {
+		d := b.paired(t, "alice")
+		b.enqueue(t, b.stub(t, "alices", "alice", audience(protocol.AudienceSelf)))
+
+		// The device now belongs to bob: until it pairs again it serves no one.
+		b.project(t, setDevice("runner_alice", "bob", d.Keys().Public()))
+		_, err := d.Claim(b.ctx, []string{protocol.KindGenerate}, 8)
+		requireRefused(t, err, http.StatusUnauthorized, bodyRunnerUnknown)
+		b.requireState(t, "alices", store.Queued)
+
+		// Re-approved with another encryption key: the same.
+		rotated, err := client.NewKeys(d.Keys().IdentityPrivate(), genKeys(t).EncryptionPrivate())
+		require.NoError(t, err)
+		b.project(t, setDevice("runner_alice", "alice", rotated.Public()))
+		_, err = d.Claim(b.ctx, []string{protocol.KindGenerate}, 8)
+		requireRefused(t, err, http.StatusUnauthorized, bodyRunnerUnknown)
 	})
 }
 
