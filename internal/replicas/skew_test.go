@@ -64,6 +64,7 @@ func TestClockSkew_ReplicasSixtySecondsApartStillActAsOne(t *testing.T) {
 		host := base[len("http://"):]
 		off, granted := rep.LeaseOffsetMs[host]
 		require.True(t, granted, "replica %s granted leases", host)
-		require.Less(t, off, int64(1000), "replica %s: lease times off by up to %d ms", host, off)
+		// Far below the 60 s skew, with room for a loaded machine.
+		require.Less(t, off, int64(10_000), "replica %s: lease times off by up to %d ms", host, off)
 	}
 }
