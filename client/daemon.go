@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -384,7 +385,7 @@ func (d *Daemon) awaitPayload(ctx context.Context, lease protocol.LeaseRef) (pro
 		if time.Now().Add(d.pollInterval).After(giveUpAt) {
 			return protocol.SealedEnvelope{}, fmt.Errorf("payload not sealed within %s: %w", d.fetchWait, err)
 		}
-		if err := sleep(ctx, d.pollInterval); err != nil {
+		if err := clock.Sleep(ctx, d.pollInterval); err != nil {
 			return protocol.SealedEnvelope{}, fmt.Errorf("waiting for payload: %w", err)
 		}
 	}

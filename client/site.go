@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -198,36 +199,36 @@ func (s *Site) OpenResult(fin protocol.FinishedJob) (json.RawMessage, error) {
 
 // AwaitPending polls pending until jobID is listed, or ctx ends.
 func (s *Site) AwaitPending(ctx context.Context, jobID string) (protocol.PendingJob, error) {
-	for {
+	return awaitListed(ctx, s, "pending", jobID, func(ctx context.Context) ([]protocol.PendingJob, error) {
 		resp, err := s.Pending(ctx)
-		if err != nil {
-			return protocol.PendingJob{}, fmt.Errorf("await pending %s: %w", jobID, err)
-		}
-		for _, j := range resp.Jobs {
-			if j.JobID == jobID {
-				return j, nil
-			}
-		}
-		if err := sleep(ctx, s.pollInterval); err != nil {
-			return protocol.PendingJob{}, fmt.Errorf("await pending %s: %w", jobID, err)
-		}
-	}
+		return resp.Jobs, err
+	}, func(j protocol.PendingJob) string { return j.JobID })
 }
 
 // AwaitResult polls results until jobID is listed, or ctx ends.
 func (s *Site) AwaitResult(ctx context.Context, jobID string) (protocol.FinishedJob, error) {
-	for {
+	return awaitListed(ctx, s, "result", jobID, func(ctx context.Context) ([]protocol.FinishedJob, error) {
 		resp, err := s.Results(ctx)
+		return resp.Jobs, err
+	}, func(j protocol.FinishedJob) string { return j.JobID })
+}
+
+// awaitListed polls a listing every poll interval until an entry names
+// jobID, or ctx ends.
+func awaitListed[T any](ctx context.Context, s *Site, what, jobID string, list func(context.Context) ([]T, error), idOf func(T) string) (T, error) {
+	var zero T
+	for {
+		entries, err := list(ctx)
 		if err != nil {
-			return protocol.FinishedJob{}, fmt.Errorf("await result %s: %w", jobID, err)
+			return zero, fmt.Errorf("await %s %s: %w", what, jobID, err)
 		}
-		for _, j := range resp.Jobs {
-			if j.JobID == jobID {
-				return j, nil
+		for _, e := range entries {
+			if idOf(e) == jobID {
+				return e, nil
 			}
 		}
-		if err := sleep(ctx, s.pollInterval); err != nil {
-			return protocol.FinishedJob{}, fmt.Errorf("await result %s: %w", jobID, err)
+		if err := clock.Sleep(ctx, s.pollInterval); err != nil {
+			return zero, fmt.Errorf("await %s %s: %w", what, jobID, err)
 		}
 	}
 }

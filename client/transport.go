@@ -258,15 +258,3 @@ func jsonHeader() http.Header {
 	h.Set("Content-Type", "application/json")
 	return h
 }
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

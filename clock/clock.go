@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -61,3 +62,17 @@ type Offset struct {
 
 // Now returns the base clock's time plus Delta.
 func (o Offset) Now() time.Time { return o.Base.Now().Add(o.Delta) }
+
+// Sleep waits d, or until ctx ends, whichever comes first; it returns
+// ctx's error when it was cut short. Pollers use it so that a cancelled
+// caller never waits out a whole interval.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -62,7 +63,7 @@ func (r *Run) newDaemon(ctx context.Context, dev client.DemoDevice) (*daemon, er
 		if st := client.ErrorStatus(err); (st != 0 && st < 500) || ctx.Err() != nil {
 			return nil, fmt.Errorf("daemon %s: %w", dev.RunnerID, err)
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := clock.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return nil, fmt.Errorf("daemon %s: %w", dev.RunnerID, err)
 		}
 	}
@@ -116,7 +117,7 @@ func (d *daemon) claimLoop(ctx context.Context) {
 		}
 		if err != nil || len(resp.Jobs) == 0 {
 			backoff = min(max(2*backoff, r.cfg.PendingInterval), r.cfg.ClaimBackoff)
-			if sleep(ctx, backoff) != nil {
+			if clock.Sleep(ctx, backoff) != nil {
 				return
 			}
 			continue
@@ -276,7 +277,7 @@ func (d *daemon) awaitPayload(ctx context.Context, ref protocol.LeaseRef, g *gra
 	// not-ready polls stay few.
 	wait := max(r.cfg.FetchInterval, time.Duration(r.sealWait.Load())*3/4)
 	for {
-		if sleep(ctx, wait) != nil {
+		if clock.Sleep(ctx, wait) != nil {
 			return protocol.SealedEnvelope{}, false
 		}
 		wait = r.cfg.FetchInterval
@@ -346,7 +347,7 @@ func (d *daemon) heartbeatLoop(ctx context.Context) {
 				every = time.Duration(ms) * time.Millisecond / 3
 			}
 		}
-		if sleep(ctx, every) != nil {
+		if clock.Sleep(ctx, every) != nil {
 			return
 		}
 		d.mu.Lock()

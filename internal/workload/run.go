@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -299,7 +300,7 @@ func (r *Run) call(ctx context.Context, endpoint string, fn func(ctx context.Con
 		if client.ErrorCode(err) != protocol.CodeRateLimited {
 			return total, err
 		}
-		if sleep(ctx, retryAfter(err)) != nil {
+		if clock.Sleep(ctx, retryAfter(err)) != nil {
 			return total, err
 		}
 	}
@@ -378,7 +379,7 @@ func (r *Run) enqueue(ctx context.Context, id string) {
 			r.rec.mu.Unlock()
 			return
 		}
-		if sleep(ctx, 100*time.Millisecond) != nil {
+		if clock.Sleep(ctx, 100*time.Millisecond) != nil {
 			return
 		}
 	}
@@ -398,16 +399,4 @@ func fraction(key string) float64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return float64(x>>11) / float64(1<<53)
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -40,7 +41,7 @@ func (r *Run) pendingLoop(ctx context.Context) {
 				}
 			}
 		}
-		if sleep(ctx, r.cfg.PendingInterval) != nil {
+		if clock.Sleep(ctx, r.cfg.PendingInterval) != nil {
 			return
 		}
 	}
@@ -146,7 +147,7 @@ func (r *Run) resultsLoop(ctx context.Context) {
 		wait := r.cfg.ResultsInterval + time.Duration(n)*20*time.Microsecond
 		wait = max(wait, 2*time.Since(t0)-r.cfg.ResultsInterval)
 		wait = min(wait, r.cfg.JobTTL/4)
-		if sleep(ctx, wait) != nil {
+		if clock.Sleep(ctx, wait) != nil {
 			return
 		}
 	}
