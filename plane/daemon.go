@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
@@ -14,6 +15,9 @@ import (
 type daemonCall struct {
 	request
 	who store.Presence
+	// proj is the projection the call was authenticated under; handlers
+	// decide with the same one, even if a reload lands meanwhile.
+	proj *projection.Projection
 }
 
 type daemonHandler func(r *Relay, q *daemonCall) error
@@ -84,7 +88,7 @@ func (r *Relay) daemonPlane(c echo.Context, endpoint string, h daemonHandler) er
 	if _, err := r.cfg.Store.Touch(q.ctx(), who.RunnerID); err != nil {
 		return storeFailure(c, r.cfg.Logger, "touch", err)
 	}
-	q.who = who
+	q.who, q.proj = who, proj
 	return h(r, q)
 }
 
@@ -163,7 +167,7 @@ func (r *Relay) claim(q *daemonCall) error {
 			kinds = append(kinds, cp.Kind)
 		}
 	}
-	owners := r.projection().RoutableOwners(q.who.Owner, r.cfg.SiteID)
+	owners := q.proj.RoutableOwners(q.who.Owner, r.cfg.SiteID)
 	routes := make([]store.Route, 0, len(owners))
 	for _, o := range owners {
 		routes = append(routes, store.Route{SiteID: r.cfg.SiteID, Owner: o})
@@ -224,7 +228,7 @@ func (r *Relay) heartbeat(q *daemonCall) error {
 	if _, err := r.cfg.Store.Sweep(q.ctx()); err != nil {
 		return storeFailure(q.c, r.cfg.Logger, "sweep", err)
 	}
-	if _, consented := r.projection().ConsentFor(q.who.Owner, r.cfg.SiteID); !consented {
+	if _, consented := q.proj.ConsentFor(q.who.Owner, r.cfg.SiteID); !consented {
 		lost := make([]string, 0, len(req.ActiveLeases))
 		for _, l := range req.ActiveLeases {
 			lost = append(lost, l.JobID)
