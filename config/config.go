@@ -14,6 +14,7 @@ import (
 
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
+	"github.com/byollm/relayd/store/valkey"
 )
 
 // Store kinds.
@@ -125,7 +126,7 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.BoolVar(&c.Valkey.TLS, "valkey-tls", false, "connect to Valkey over TLS")
 	fs.StringVar(&c.Valkey.SentinelMaster, "valkey-sentinel-master", "", "Sentinel master set name; the addresses are then sentinels")
 	fs.BoolVar(&c.Valkey.Cluster, "valkey-cluster", false, "the addresses are Valkey Cluster seed nodes")
-	fs.StringVar(&c.Valkey.Prefix, "valkey-prefix", "relayd:{relayd}:", "key prefix for this relay's routing state; must hold a {hash tag}, and replicas sharing it share state")
+	fs.StringVar(&c.Valkey.Prefix, "valkey-prefix", valkey.DefaultPrefix, "key prefix for this relay's routing state; must hold a {hash tag}, and replicas sharing it share state")
 	return fs
 }
 
@@ -212,8 +213,10 @@ func (c Config) Validate() error {
 		if len(c.Valkey.Addrs) == 0 {
 			errs = append(errs, errors.New("--store valkey needs --valkey-addr"))
 		}
-		if open := strings.IndexByte(c.Valkey.Prefix, '{'); open < 0 || strings.IndexByte(c.Valkey.Prefix[open+1:], '}') < 1 {
-			errs = append(errs, fmt.Errorf("--valkey-prefix %q needs a non-empty {hash tag}, as in the default %q", c.Valkey.Prefix, "relayd:{relayd}:"))
+		// The store's own rule, so the flag is refused here, at start, for
+		// exactly what the store would refuse.
+		if valkey.ValidatePrefix(c.Valkey.Prefix) != nil {
+			errs = append(errs, fmt.Errorf("--valkey-prefix %q needs a non-empty {hash tag}, as in the default %q", c.Valkey.Prefix, valkey.DefaultPrefix))
 		}
 		if c.Valkey.Cluster && c.Valkey.SentinelMaster != "" {
 			errs = append(errs, errors.New("--valkey-cluster and --valkey-sentinel-master cannot both be set"))
