@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/byollm/relayd/internal/bench"
 	"github.com/byollm/relayd/internal/fleet"
@@ -35,6 +36,9 @@ func main() {
 		plotPath   = flag.String("plot", "", "write the claim-latency plot (PNG) here")
 		clients    = flag.Int("limit-clients", 50, "redis-benchmark clients for the limit")
 		requests   = flag.Int("limit-requests", 200000, "redis-benchmark requests for the limit")
+		maxProcs   = flag.Int("replica-gomaxprocs", 0, "GOMAXPROCS of each replica (0: Go's default, every core)")
+		satWorkers = flag.Int("saturate-workers", 64, "concurrent workers calling the Valkey store directly in the limit scenario")
+		satSeconds = flag.Int("saturate-seconds", 5, "how long those workers run")
 		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of one replica during the last valkey lifecycle run here")
 	)
 	flag.Parse()
@@ -44,6 +48,7 @@ func main() {
 		relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), jobs: *jobs, daemons: *daemons,
 		siteConc: *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
 		plotPath: *plotPath, clients: *clients, requests: *requests, cpuProfile: *cpuProfile,
+		satWorkers: *satWorkers, satSeconds: *satSeconds, maxProcs: *maxProcs,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "relaybench: %v\n", err)
 		os.Exit(1)
@@ -56,6 +61,7 @@ type options struct {
 	jobs, daemons, siteConc, prefill         int
 	replicas, depths                         []int
 	depthJobs, clients, requests             int
+	satWorkers, satSeconds, maxProcs         int
 }
 
 func run(ctx context.Context, o options) error {
@@ -75,7 +81,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	base := bench.Lifecycle{Binary: o.relayd, ValkeyAddr: o.valkeyAddr, Jobs: o.jobs, Daemons: o.daemons,
-		SiteConcurrency: o.siteConc, Prefill: o.prefill, Logf: logf}
+		SiteConcurrency: o.siteConc, Prefill: o.prefill, GOMAXPROCS: o.maxProcs, Logf: logf}
 	stores := []string{"memory"}
 	if o.valkeyAddr != "" {
 		stores = append(stores, "valkey")
@@ -109,6 +115,11 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	if has(o.scenarios, "limit") && o.valkeyAddr != "" {
+		logf("limit: the Valkey store driven directly by %d workers for %d s, then EVALSHA of a trivial script", o.satWorkers, o.satSeconds)
+		sat, err := bench.Saturate(ctx, o.valkeyAddr, o.satWorkers, time.Duration(o.satSeconds)*time.Second)
+		if err != nil {
+			return err
+		}
 		lim, err := bench.MeasureLimit(ctx, o.valkeyAddr, o.clients, o.requests)
 		if err != nil {
 			return err
@@ -119,7 +130,12 @@ func run(ctx context.Context, o options) error {
 		emit(struct {
 			Scenario string `json:"scenario"`
 			bench.Limit
-		}{"limit", lim})
+			Saturation bench.Saturation `json:"storeSaturation"`
+			// SaturationRatio is the store's own ops/s over the EVALSHA limit;
+			// SameClientRatio over trivial EVALSHA through the same client.
+			SaturationRatio float64 `json:"storeSaturationRatio"`
+			SameClientRatio float64 `json:"sameClientRatio"`
+		}{"limit", lim, sat, sat.OpsPerSecond / lim.EvalshaPerSecond, sat.OpsPerSecond / sat.TrivialPerSecond})
 	}
 	if has(o.scenarios, "depth") {
 		chart := plot.Chart{Title: "Claim latency against store depth (p50 and p99, one replica)", XLabel: "jobs already queued",

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ type Lifecycle struct {
 	ValkeyAddr string
 	// Jobs, Daemons and SiteConcurrency shape the load.
 	Jobs, Daemons, SiteConcurrency int
+	// GOMAXPROCS, when positive, caps each replica's Go scheduler, as a
+	// container CPU limit would.
+	GOMAXPROCS int
 	// Prefill queues this many jobs for an owner nobody serves before the
 	// run, so they only add size.
 	Prefill int
@@ -50,6 +54,7 @@ type Result struct {
 	Scenario      string                      `json:"scenario"`
 	Store         string                      `json:"store"`
 	Replicas      int                         `json:"replicas"`
+	GOMAXPROCS    int                         `json:"gomaxprocs,omitempty"`
 	Daemons       int                         `json:"daemons"`
 	Jobs          int                         `json:"jobs"`
 	Prefill       int                         `json:"prefill"`
@@ -59,12 +64,30 @@ type Result struct {
 	Errors        map[string]int              `json:"errors"`
 	Violations    int                         `json:"violations"`
 	// StoreOpsPerSecond counts the relay's store operations (from
-	// /metrics, every replica) over the run's elapsed time.
-	StoreOpsPerSecond float64 `json:"storeOpsPerSecond"`
+	// /metrics, every replica) over the run's elapsed time;
+	// StoreOpsPerJob splits them by operation.
+	StoreOpsPerSecond float64            `json:"storeOpsPerSecond"`
+	StoreOpsPerJob    map[string]float64 `json:"storeOpsPerJob"`
+	// CPU is what each part of the run spent per collected job.
+	CPU CPUPerJob `json:"cpuPerJob"`
 	// ValkeyCommandsPerJob and ValkeyBytesPerJob come from the server's
 	// INFO stats before and after the run (valkey store only).
 	ValkeyCommandsPerJob float64 `json:"valkeyCommandsPerJob,omitempty"`
 	ValkeyBytesPerJob    float64 `json:"valkeyBytesPerJob,omitempty"`
+}
+
+// CPUPerJob is CPU time, user and system, per collected job, in
+// milliseconds. The load generator shares the machine with the relays and
+// Valkey, so jobs/s measures all three; RelayAndStore is what routing
+// alone costs, and Capacity what that cost allows on Cores cores if the
+// load came from elsewhere.
+type CPUPerJob struct {
+	Relay         float64 `json:"relayMs"`
+	Valkey        float64 `json:"valkeyMs,omitempty"`
+	LoadGenerator float64 `json:"loadGeneratorMs"`
+	RelayAndStore float64 `json:"relayAndStoreMs"`
+	Cores         int     `json:"cores"`
+	Capacity      float64 `json:"capacityJobsPerSecond"`
 }
 
 // RunLifecycle starts the replicas, fills the store, drives the workload
@@ -88,6 +111,9 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 		LogLevel: "info", LogLimit: 1 << 20, Args: []string{"--rate-limit", "0", "--site-rate-limit", "0"}}
 	if l.CPUProfile != "" {
 		opts.Args = append(opts.Args, "--pprof")
+	}
+	if l.GOMAXPROCS > 0 {
+		opts.Env = append(opts.Env, fmt.Sprintf("GOMAXPROCS=%d", l.GOMAXPROCS))
 	}
 	prefix := fmt.Sprintf("bench:{%d}:", time.Now().UnixNano())
 	if l.Store == "valkey" {
@@ -113,10 +139,11 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 			return Result{}, err
 		}
 	}
-	opsBefore, err := storeOps(ctx, fl.AdminURLs())
+	relaysBefore, err := scrapeRelays(ctx, fl.AdminURLs())
 	if err != nil {
 		return Result{}, err
 	}
+	loadBefore := selfCPU()
 	profiled := make(chan error, 1)
 	if l.CPUProfile != "" {
 		go func() { profiled <- cpuProfile(ctx, fl.AdminURLs()[0], l.ProfileSeconds, l.CPUProfile) }()
@@ -133,28 +160,49 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 		return Result{}, fmt.Errorf("workload: %w", err)
 	}
 	rep := run.Report()
+	loadCPU := selfCPU() - loadBefore
 	if err := <-profiled; err != nil {
 		return Result{}, err
 	}
-	opsAfter, err := storeOps(ctx, fl.AdminURLs())
+	relaysAfter, err := scrapeRelays(ctx, fl.AdminURLs())
 	if err != nil {
 		return Result{}, err
 	}
 	res := Result{
-		Scenario: "lifecycle", Store: l.Store, Replicas: l.Replicas, Daemons: rep.Daemons, Jobs: l.Jobs, Prefill: l.Prefill,
+		Scenario: "lifecycle", Store: l.Store, Replicas: l.Replicas, GOMAXPROCS: l.GOMAXPROCS, Daemons: rep.Daemons, Jobs: l.Jobs, Prefill: l.Prefill,
 		Collected: rep.Collected, JobsPerSecond: rep.JobsPerSecond, Latency: rep.Latency, Errors: rep.Errors,
 		Violations: len(run.Check()),
 	}
 	if rep.Elapsed > 0 {
-		res.StoreOpsPerSecond = (opsAfter - opsBefore) / rep.Elapsed.Seconds()
+		res.StoreOpsPerSecond = (relaysAfter.ops() - relaysBefore.ops()) / rep.Elapsed.Seconds()
 	}
-	if l.Store == "valkey" && rep.Collected > 0 {
+	if rep.Collected == 0 {
+		return res, nil
+	}
+	perJob := func(v float64) float64 { return v / float64(rep.Collected) }
+	res.StoreOpsPerJob = map[string]float64{}
+	for name, n := range relaysAfter.opsByName {
+		if d := n - relaysBefore.opsByName[name]; d > 0 {
+			res.StoreOpsPerJob[name] = perJob(d)
+		}
+	}
+	res.CPU = CPUPerJob{
+		Relay:         perJob(1000 * (relaysAfter.cpuSeconds - relaysBefore.cpuSeconds)),
+		LoadGenerator: perJob(float64(loadCPU.Microseconds()) / 1000),
+		Cores:         runtime.NumCPU(),
+	}
+	if l.Store == "valkey" {
 		after, err := readValkeyStats(ctx, l.ValkeyAddr)
 		if err != nil {
 			return Result{}, err
 		}
-		res.ValkeyCommandsPerJob = float64(after.commands-before.commands) / float64(rep.Collected)
-		res.ValkeyBytesPerJob = float64(after.bytes()-before.bytes()) / float64(rep.Collected)
+		res.ValkeyCommandsPerJob = perJob(float64(after.commands - before.commands))
+		res.ValkeyBytesPerJob = perJob(float64(after.bytes() - before.bytes()))
+		res.CPU.Valkey = perJob(1000 * (after.cpuSeconds - before.cpuSeconds))
+	}
+	res.CPU.RelayAndStore = res.CPU.Relay + res.CPU.Valkey
+	if res.CPU.RelayAndStore > 0 {
+		res.CPU.Capacity = float64(res.CPU.Cores) * 1000 / res.CPU.RelayAndStore
 	}
 	return res, nil
 }

@@ -15,29 +15,50 @@ import (
 	vk "github.com/valkey-io/valkey-go"
 )
 
-// storeOps sums relayd_store_operation_duration_seconds_count over every
-// replica's /metrics: how many store operations the relays have run.
-func storeOps(ctx context.Context, adminURLs []string) (float64, error) {
-	var total float64
+// relayCounters are what a run reads off every replica's /metrics.
+type relayCounters struct {
+	// opsByName counts store operations by operation.
+	opsByName map[string]float64
+	// cpuSeconds is the replicas' process CPU time, user and system.
+	cpuSeconds float64
+}
+
+func (c relayCounters) ops() float64 {
+	var n float64
+	for _, v := range c.opsByName {
+		n += v
+	}
+	return n
+}
+
+// scrapeRelays sums the counters a run is measured by over every
+// replica's /metrics.
+func scrapeRelays(ctx context.Context, adminURLs []string) (relayCounters, error) {
+	total := relayCounters{opsByName: map[string]float64{}}
 	for _, u := range adminURLs {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/metrics", nil)
 		if err != nil {
-			return 0, err
+			return total, err
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return 0, fmt.Errorf("scrape %s: %w", u, err)
+			return total, fmt.Errorf("scrape %s: %w", u, err)
 		}
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
 			line := sc.Text()
-			if strings.HasPrefix(line, "relayd_store_operation_duration_seconds_count{") {
-				total += parseFloat(line[strings.LastIndexByte(line, ' ')+1:])
+			value := func() float64 { return parseFloat(line[strings.LastIndexByte(line, ' ')+1:]) }
+			switch {
+			case strings.HasPrefix(line, `relayd_store_operation_duration_seconds_count{op="`):
+				name, _, _ := strings.Cut(strings.TrimPrefix(line, `relayd_store_operation_duration_seconds_count{op="`), `"`)
+				total.opsByName[name] += value()
+			case strings.HasPrefix(line, "process_cpu_seconds_total "):
+				total.cpuSeconds += value()
 			}
 		}
 		resp.Body.Close()
 		if err := sc.Err(); err != nil {
-			return 0, fmt.Errorf("scrape %s: %w", u, err)
+			return total, fmt.Errorf("scrape %s: %w", u, err)
 		}
 	}
 	return total, nil
@@ -47,6 +68,8 @@ func storeOps(ctx context.Context, adminURLs []string) (float64, error) {
 type valkeyStats struct {
 	commands      int64
 	input, output int64
+	// cpuSeconds is the server's CPU time, user and system.
+	cpuSeconds float64
 }
 
 func (s valkeyStats) bytes() int64 { return s.input + s.output }
@@ -57,9 +80,13 @@ func readValkeyStats(ctx context.Context, addr string) (valkeyStats, error) {
 		return valkeyStats{}, fmt.Errorf("valkey stats: %w", err)
 	}
 	defer c.Close()
-	info, err := c.Do(ctx, c.B().Info().Section("stats").Build()).ToString()
-	if err != nil {
-		return valkeyStats{}, fmt.Errorf("valkey stats: %w", err)
+	var info string
+	for _, section := range []string{"stats", "cpu"} {
+		text, err := c.Do(ctx, c.B().Info().Section(section).Build()).ToString()
+		if err != nil {
+			return valkeyStats{}, fmt.Errorf("valkey stats: %w", err)
+		}
+		info += text
 	}
 	var s valkeyStats
 	for _, line := range strings.Split(info, "\n") {
@@ -74,6 +101,8 @@ func readValkeyStats(ctx context.Context, addr string) (valkeyStats, error) {
 			s.input = int64(parseFloat(v))
 		case "total_net_output_bytes":
 			s.output = int64(parseFloat(v))
+		case "used_cpu_sys", "used_cpu_user":
+			s.cpuSeconds += parseFloat(v)
 		}
 	}
 	return s, nil

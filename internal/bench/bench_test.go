@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/internal/valkeytest"
+)
+
+// TestSaturateRoutesEveryJobThroughTheStore runs the store-only scenario
+// briefly: every counted job went through the whole per-job mix (a claim
+// that granted anything but the worker's own job fails the run), and the
+// server's CPU and the trivial-script limit were read.
+func TestSaturateRoutesEveryJobThroughTheStore(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s, err := Saturate(t.Context(), srv.Addrs[0], 4, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Positive(t, s.Jobs)
+	require.Equal(t, s.Jobs*perJobOps, s.Ops)
+	require.Positive(t, s.OpsPerSecond)
+	require.Positive(t, s.ValkeyCPUPerOp)
+	require.Positive(t, s.TrivialPerSecond)
+
+	_, err = Saturate(t.Context(), srv.Addrs[0], 0, time.Millisecond)
+	require.Error(t, err)
+}
+
+// TestScrapeRelaysSumsOperationsAndCPUOverReplicas reads two replicas'
+// metrics pages, served over real sockets.
+func TestScrapeRelaysSumsOperationsAndCPUOverReplicas(t *testing.T) {
+	page := func(claims, cpu float64) string {
+		return fmt.Sprintf(`# HELP relayd_store_operation_duration_seconds store operation latency
+relayd_store_operation_duration_seconds_bucket{op="claim",le="0.001"} 1
+relayd_store_operation_duration_seconds_count{op="claim"} %v
+relayd_store_operation_duration_seconds_count{op="touch"} 2
+process_cpu_seconds_total %v
+process_cpu_seconds_total_other 99
+`, claims, cpu)
+	}
+	var urls []string
+	for _, body := range []string{page(3, 1.5), page(4, 0.25)} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			require.Equal(t, "/metrics", r.URL.Path)
+			_, _ = w.Write([]byte(body))
+		}))
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	got, err := scrapeRelays(t.Context(), urls)
+	require.NoError(t, err)
+	require.Equal(t, map[string]float64{"claim": 7, "touch": 4}, got.opsByName)
+	require.Equal(t, 11.0, got.ops())
+	require.InDelta(t, 1.75, got.cpuSeconds, 1e-9)
+}

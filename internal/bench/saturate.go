@@ -1,0 +1,197 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vk "github.com/valkey-io/valkey-go"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/valkey"
+)
+
+// Saturation is the Valkey store's own throughput: many workers calling
+// the store directly, each routing jobs through the store operations a
+// relay runs per job, with no HTTP, signatures or sealing in the way.
+type Saturation struct {
+	Workers      int     `json:"workers"`
+	Seconds      float64 `json:"seconds"`
+	Jobs         int64   `json:"jobs"`
+	Ops          int64   `json:"ops"`
+	OpsPerSecond float64 `json:"opsPerSecond"`
+	// OpsPerJob is the fixed mix each job takes (see perJobOps).
+	OpsPerJob int `json:"opsPerJob"`
+	// ValkeyCPUPerOp is the server's CPU time per operation, in µs.
+	ValkeyCPUPerOp float64 `json:"valkeyCpuPerOpMicros"`
+	// TrivialPerSecond is EVALSHA of a trivial script through the same
+	// client, with as many workers for as long: the limit with the same
+	// pipelining the store gets, where redis-benchmark sends one command
+	// per round trip per connection.
+	TrivialPerSecond float64 `json:"trivialEvalshaPerSecond"`
+}
+
+// perJobOps is what a relay asks of its store to route one job: enqueue;
+// the claim, the fetch and the result each after the daemon-plane
+// presence lookup and touch; and the site's seal. The site's pending and
+// results listings and the daemons' heartbeats are shared by many jobs and
+// left out.
+const perJobOps = 11
+
+// Saturate runs workers concurrently against the Valkey server at addr for
+// d and counts the operations done.
+func Saturate(ctx context.Context, addr string, workers int, d time.Duration) (Saturation, error) {
+	if workers < 1 {
+		return Saturation{}, errors.New("saturate: at least one worker is needed")
+	}
+	prefix := fmt.Sprintf("saturate:{%d}:", time.Now().UnixNano())
+	st, err := valkey.New(ctx, valkey.Options{Addrs: []string{addr}, KeyPrefix: prefix})
+	if err != nil {
+		return Saturation{}, fmt.Errorf("saturate: %w", err)
+	}
+	defer st.Close()
+
+	var jobs atomic.Int64
+	errs := make(chan error, workers)
+	before, err := readValkeyStats(ctx, addr)
+	if err != nil {
+		return Saturation{}, err
+	}
+	start := time.Now()
+	runCtx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			if err := saturateWorker(runCtx, st, w, &jobs); err != nil && runCtx.Err() == nil {
+				errs <- err
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return Saturation{}, err
+	}
+	after, err := readValkeyStats(ctx, addr)
+	if err != nil {
+		return Saturation{}, err
+	}
+	n := jobs.Load()
+	s := Saturation{Workers: workers, Seconds: elapsed.Seconds(), Jobs: n, Ops: n * perJobOps, OpsPerJob: perJobOps}
+	s.OpsPerSecond = float64(s.Ops) / elapsed.Seconds()
+	if s.Ops > 0 {
+		s.ValkeyCPUPerOp = 1e6 * (after.cpuSeconds - before.cpuSeconds) / float64(s.Ops)
+	}
+	if s.TrivialPerSecond, err = trivialScripts(ctx, st.Client(), workers, d); err != nil {
+		return Saturation{}, err
+	}
+	return s, nil
+}
+
+// trivialScripts runs EVALSHA of "return 1" from workers goroutines for d
+// and reports calls per second.
+func trivialScripts(ctx context.Context, c vk.Client, workers int, d time.Duration) (float64, error) {
+	script := vk.NewLuaScript("return 1")
+	var calls atomic.Int64
+	var failed atomic.Value
+	runCtx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for runCtx.Err() == nil {
+				if err := script.Exec(runCtx, c, nil, nil).Error(); err != nil {
+					if runCtx.Err() == nil {
+						failed.Store(err)
+						cancel()
+					}
+					return
+				}
+				calls.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		return 0, fmt.Errorf("saturate: trivial script: %w", err)
+	}
+	return float64(calls.Load()) / time.Since(start).Seconds(), nil
+}
+
+// saturateWorker routes jobs of its own owner until ctx ends, counting the
+// jobs whose every operation completed.
+func saturateWorker(ctx context.Context, st store.RoutingStore, w int, jobs *atomic.Int64) error {
+	const siteID = "site-saturate"
+	runner := "saturate-runner-" + strconv.Itoa(w)
+	owner := "saturate-owner-" + strconv.Itoa(w)
+	device := protocol.PublicIdentity{Identity: "id-" + runner, Encryption: "enc-" + runner, EncryptionSig: "sig-" + runner}
+	if _, err := st.Seen(ctx, store.SeenInput{RunnerID: runner, Owner: owner, Device: device}); err != nil {
+		return fmt.Errorf("saturate: seen: %w", err)
+	}
+	ciphertext := make([]byte, 256)
+	_, _ = rand.Read(ciphertext)
+	envelope := func(dir string, deadline int64) protocol.SealedEnvelope {
+		return protocol.SealedEnvelope{Ciphertext: base64.StdEncoding.EncodeToString(ciphertext), RecipientKeyID: "recipient",
+			SenderKeyID: "sender", Direction: dir, DeadlineAt: deadline}
+	}
+	// The daemon plane's lookup and touch before each of its calls.
+	daemonAuth := func() error {
+		if _, _, err := st.Presence(ctx, runner); err != nil {
+			return err
+		}
+		_, err := st.Touch(ctx, runner)
+		return err
+	}
+	for i := 0; ; i++ {
+		if ctx.Err() != nil {
+			return nil
+		}
+		deadline := time.Now().Add(time.Minute).UnixMilli()
+		id := owner + "-" + strconv.Itoa(i)
+		stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: owner, Site: "site-key", Audience: protocol.AudiencePublic,
+			SizeClass: "small", DeadlineAt: deadline}
+		if _, err := st.Enqueue(ctx, store.EnqueueInput{SiteID: siteID, Stub: stub}); err != nil {
+			return fmt.Errorf("saturate: enqueue: %w", err)
+		}
+		if err := daemonAuth(); err != nil {
+			return fmt.Errorf("saturate: auth: %w", err)
+		}
+		granted, err := st.Claim(ctx, store.ClaimInput{RunnerID: runner, Owner: owner, Device: device,
+			Routes: []store.Route{{SiteID: siteID, Owner: owner}}, Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: 30_000})
+		if err != nil {
+			return fmt.Errorf("saturate: claim: %w", err)
+		}
+		if len(granted) != 1 || granted[0].ID != id {
+			return fmt.Errorf("saturate: claim granted %d jobs, not %s", len(granted), id)
+		}
+		lease := store.LeaseInput{JobID: id, RunnerID: runner, LeaseID: granted[0].Lease.ID}
+		if err := st.Seal(ctx, store.SealInput{JobID: id, SiteID: siteID, Envelope: envelope(protocol.DirectionPayload, deadline)}); err != nil {
+			return fmt.Errorf("saturate: seal: %w", err)
+		}
+		if err := daemonAuth(); err != nil {
+			return fmt.Errorf("saturate: auth: %w", err)
+		}
+		if _, err := st.TakePayload(ctx, lease); err != nil {
+			return fmt.Errorf("saturate: take payload: %w", err)
+		}
+		if err := daemonAuth(); err != nil {
+			return fmt.Errorf("saturate: auth: %w", err)
+		}
+		if _, err := st.Complete(ctx, store.CompleteInput{LeaseInput: lease, Envelope: envelope(protocol.DirectionResult, deadline),
+			Disposition: "ok"}); err != nil {
+			return fmt.Errorf("saturate: complete: %w", err)
+		}
+		jobs.Add(1)
+	}
+}
