@@ -46,12 +46,16 @@ sweep(now, batch)
 -- list for that queue, walked in step, so a skip costs no record read. The
 -- cap keeps a claim's work bounded even behind a long run of refusals.
 local BUDGET = 4096 + max
+-- Pages start just big enough for the grants asked for and double up to
+-- PAGE, so a small claim on a long queue reads a few entries, not PAGE.
 local PAGE = 256
 
-local function page(key, c, lo_field, hi, more_field, buf_field, i_field)
-  local buf = redis.call('ZRANGEBYLEX', key, c[lo_field], hi, 'LIMIT', 0, PAGE)
+local function page(key, c, lo_field, hi, more_field, buf_field, i_field, size_field)
+  local size = c[size_field]
+  local buf = redis.call('ZRANGEBYLEX', key, c[lo_field], hi, 'LIMIT', 0, size)
   c[buf_field], c[i_field] = buf, 1
-  if #buf < PAGE then
+  c[size_field] = math.min(2 * size, PAGE)
+  if #buf < size then
     c[more_field] = false
   end
   if #buf > 0 then
@@ -69,8 +73,8 @@ local function add(prefix)
   local rprefix = lenc(runner) .. prefix
   local rlo, rhi = lex_range(rprefix)
   cursors[#cursors + 1] = {
-    prefix = prefix, lo = lo, hi = hi, buf = {}, i = 1, more = true,
-    rprefix = rprefix, rlo = rlo, rhi = rhi, rbuf = {}, ri = 1, rmore = true,
+    prefix = prefix, lo = lo, hi = hi, buf = {}, i = 1, more = true, n = math.min(max + 1, PAGE),
+    rprefix = rprefix, rlo = rlo, rhi = rhi, rbuf = {}, ri = 1, rmore = true, rn = 4,
   }
 end
 if max > 0 then
@@ -97,7 +101,7 @@ local function head(c)
     if not c.more then
       return nil
     end
-    page(K.queue, c, 'lo', c.hi, 'more', 'buf', 'i')
+    page(K.queue, c, 'lo', c.hi, 'more', 'buf', 'i', 'n')
     if #c.buf == 0 then
       return nil
     end
@@ -114,7 +118,7 @@ local function refused_here(c, seq)
       if not c.rmore then
         return false
       end
-      page(K.refusals, c, 'rlo', c.rhi, 'rmore', 'rbuf', 'ri')
+      page(K.refusals, c, 'rlo', c.rhi, 'rmore', 'rbuf', 'ri', 'rn')
       if #c.rbuf == 0 then
         return false
       end
@@ -218,8 +222,8 @@ local function skip_run(c, member)
   if not good_last then
     return false
   end
-  c.lo, c.buf, c.i, c.more = '(' .. good_last, {}, 1, true
-  c.rlo, c.rbuf, c.ri, c.rmore = '(' .. lenc(runner) .. good_last, {}, 1, true
+  c.lo, c.buf, c.i, c.more, c.n = '(' .. good_last, {}, 1, true, math.min(max + 1, PAGE)
+  c.rlo, c.rbuf, c.ri, c.rmore, c.rn = '(' .. lenc(runner) .. good_last, {}, 1, true, 4
   return true
 end
 

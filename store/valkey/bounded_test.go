@@ -40,20 +40,36 @@ func TestClaimMergesQueuesAcrossPages(t *testing.T) {
 	got, err := s.Claim(ctx, refuse)
 	require.NoError(t, err)
 	require.Len(t, got, 40)
-	var refs []protocol.LeaseRef
-	for _, c := range got {
-		refs = append(refs, protocol.LeaseRef{JobID: c.ID, LeaseID: c.Lease.ID})
-	}
-	_, err = s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: "r1", Leases: refs, Reason: protocol.ReasonRefused})
+	_, err = s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: "r1", Leases: leaseRefs(got), Reason: protocol.ReasonRefused})
 	require.NoError(t, err)
 
+	// One at a time, a claim reads the queues and r1's refusals in small
+	// pages that grow; it must still step over all 40 refusals in order.
+	one := in
+	one.Max = 1
+	for i := range 3 {
+		got, err = s.Claim(ctx, one)
+		require.NoError(t, err)
+		require.Equal(t, order[40+i:41+i], claimedIDs(got))
+	}
+	_, err = s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: "r1", Leases: leaseRefs(got), Reason: protocol.ReasonRefused})
+	require.NoError(t, err)
 	got, err = s.Claim(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, order[40:104], claimedIDs(got))
+	require.Equal(t, order[43:107], claimedIDs(got))
 	in.RunnerID = "r2"
 	got, err = s.Claim(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, append(append([]string{}, order[:40]...), order[104:]...), claimedIDs(got))
+	want := append(append(append([]string{}, order[:40]...), order[42]), order[107:]...)
+	require.Equal(t, want, claimedIDs(got))
+}
+
+func leaseRefs(cs []protocol.ClaimedStub) []protocol.LeaseRef {
+	var refs []protocol.LeaseRef
+	for _, c := range cs {
+		refs = append(refs, protocol.LeaseRef{JobID: c.ID, LeaseID: c.Lease.ID})
+	}
+	return refs
 }
 
 func claimedIDs(cs []protocol.ClaimedStub) []string {
