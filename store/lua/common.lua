@@ -1,6 +1,8 @@
 -- Shared helpers for every relayd script. The Go loader puts a generated
--- header binding KEYS to the table K in front of this file, and the
--- operation's own file after it, so each rule below exists once.
+-- header binding KEYS to the table K first, then the top-level definitions
+-- below that the operation uses (directly or through each other, in this
+-- order), then the operation's own file, so each rule below exists once and
+-- a call runs no definition it does not need. This comment is not sent.
 --
 -- Stored shapes (all under one hash-tagged prefix, so one slot):
 --   K.job       hash  job id -> job record (framed, format FORMAT)

@@ -60,3 +60,42 @@ func TestScripts(t *testing.T) {
 		t.Error("unknown operation loaded")
 	}
 }
+
+// TestScriptsCarryOnlyTheHelpersTheyUse: every helper definition runs on
+// every call, so a script carries the helpers its code names, directly or
+// through other helpers, and no others, in common.lua's order.
+func TestScriptsCarryOnlyTheHelpersTheyUse(t *testing.T) {
+	defines := func(name, helper string) bool {
+		s, err := Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(s.Source, "\nlocal function "+helper+"(")
+	}
+	// take_payload names held; held needs live, settle, drop, queue_out
+	// and, through them, refusal_member.
+	for _, h := range []string{"held", "live", "settle", "drop", "queue_out", "refusal_member", "clock_now"} {
+		if !defines(TakePayload, h) {
+			t.Errorf("take_payload lacks %s, which it uses", h)
+		}
+	}
+	for _, h := range []string{"sweep", "valid_stub", "site_page", "decode_presence"} {
+		if defines(TakePayload, h) {
+			t.Errorf("take_payload carries %s, which it never uses", h)
+		}
+	}
+	if !defines(Claim, "sweep") || !defines(Claim, "valid_stub") {
+		t.Error("claim lacks its sweep or stub check")
+	}
+	if defines(Touch, "decode_job") || !defines(Touch, "decode_presence") {
+		t.Error("touch carries job records or lacks presence records")
+	}
+	s, _ := Load(TakePayload)
+	if strings.Index(s.Source, "local function live(") > strings.Index(s.Source, "local function held(") {
+		t.Error("helpers are not in common.lua's order")
+	}
+	// Comments name helpers too; they must not pull them in.
+	if got := helpersFor("local function a()\nend\n-- b is not used\nlocal function b()\nend\n", "-- a and b\nreturn a()"); len(got) != 1 || got[0].names[0] != "a" {
+		t.Errorf("helpers for a body calling a: %+v", got)
+	}
+}
