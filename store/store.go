@@ -241,7 +241,9 @@ type RoutingStore interface {
 	Jobs(ctx context.Context, limit int) ([]Job, error)
 	// Awaiting returns the site's jobs awaiting a payload, in first-enqueue order.
 	Awaiting(ctx context.Context, siteID string) ([]Job, error)
-	// Finished returns the site's done jobs that hold a result, in first-enqueue order.
+	// Finished returns the site's done jobs that hold a result, in
+	// first-enqueue order, without their payloads: sites poll it, and the
+	// payload is theirs already.
 	Finished(ctx context.Context, siteID string) ([]Job, error)
 	// Presence returns one runner's presence.
 	Presence(ctx context.Context, runnerID string) (Presence, bool, error)

@@ -423,13 +423,13 @@ local function encode_presence(p)
 end
 
 -- read_jobs returns, for each id, id, record, payload and result (false
--- where absent), flat.
-local function read_jobs(ids)
+-- where absent, and for the payload unless with_payload), flat.
+local function read_jobs(ids, with_payload)
   local out = {}
   for _, id in ipairs(ids) do
     out[#out + 1] = id
     out[#out + 1] = redis.call('HGET', K.job, id)
-    out[#out + 1] = redis.call('HGET', K.payload, id)
+    out[#out + 1] = with_payload and redis.call('HGET', K.payload, id)
     out[#out + 1] = redis.call('HGET', K.result, id)
   end
   return out
@@ -442,7 +442,9 @@ end
 
 -- site_page reads a page of one site's jobs from a per-site lex index
 -- (awaiting or finished). ARGV: site, last member read ('' for the start),
--- page size. Reply: {last member, then id, record, payload, result...}.
+-- page size. Reply: {last member, then id, record, false, result...}: the
+-- site sealed the payload itself and polls these listings, so they leave
+-- the payload out.
 local function site_page(index)
   local prefix = list_prefix(ARGV[1])
   local lo, hi = lex_range(prefix)
@@ -454,7 +456,7 @@ local function site_page(index)
   for i, m in ipairs(members) do
     ids[i] = id_of(m, prefix)
   end
-  local out = read_jobs(ids)
+  local out = read_jobs(ids, false)
   table.insert(out, 1, members[#members] or '')
   return out
 end

@@ -421,7 +421,11 @@ func (s *Store) Awaiting(_ context.Context, siteID string) ([]store.Job, error) 
 
 // Finished implements store.RoutingStore.
 func (s *Store) Finished(_ context.Context, siteID string) ([]store.Job, error) {
-	return s.siteJobs(siteID, func(j *store.Job) bool { return j.State == store.Done && j.Result != nil }), nil
+	jobs := s.siteJobs(siteID, func(j *store.Job) bool { return j.State == store.Done && j.Result != nil })
+	for i := range jobs {
+		jobs[i].Payload = nil
+	}
+	return jobs, nil
 }
 
 func (s *Store) siteJobs(siteID string, keep func(*store.Job) bool) []store.Job {

@@ -166,7 +166,11 @@ func init() {
 				require.Equal(t, alice.owner, got[0].ClaimedBy.Owner, "the pairing owner travels with the result")
 				require.Equal(t, alice.runner, got[0].ClaimedBy.RunnerID)
 				require.Equal(t, envelope(protocol.DirectionResult, "a-ok"), *got[0].Result)
+				require.Nil(t, got[0].Payload, "a listing sites poll leaves out the payload they sealed")
 			}
+			job, _, err := b.s.Job(b.ctx, "a")
+			require.NoError(t, err)
+			require.NotNil(t, job.Payload, "the job itself keeps its payload")
 			other, err := b.s.Finished(b.ctx, OtherSite)
 			require.NoError(t, err)
 			require.Empty(t, other)
