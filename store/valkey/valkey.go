@@ -53,6 +53,7 @@ type Store struct {
 	prefix  string
 	keys    []string
 	scripts map[string]*script
+	results resultsCache
 
 	// onCall, when set (by tests), sees every script call before it runs.
 	onCall func(call)
@@ -453,8 +454,9 @@ func nullable(m valkey.ValkeyMessage) (*string, error) {
 }
 
 // jobsFrom decodes flat (id, record, payload, result) groups, skipping ids
-// whose record vanished and, in lists, records this code cannot read.
-func jobsFrom(op string, ms []valkey.ValkeyMessage, skipUnreadable bool) ([]store.Job, error) {
+// whose record vanished and, in lists, records this code cannot read. A
+// results listing passes l to reuse earlier decodings.
+func jobsFrom(op string, ms []valkey.ValkeyMessage, skipUnreadable bool, l *listing) ([]store.Job, error) {
 	if len(ms)%4 != 0 {
 		return nil, fmt.Errorf("valkey store: %s: reply of %d elements", op, len(ms))
 	}
@@ -471,7 +473,13 @@ func jobsFrom(op string, ms []valkey.ValkeyMessage, skipUnreadable bool) ([]stor
 		if parts[0] == nil || parts[1] == nil {
 			continue
 		}
-		j, err := decodeJob(*parts[0], *parts[1], parts[2], parts[3])
+		var j store.Job
+		var err error
+		if l != nil && parts[2] == nil {
+			j, err = l.decode(*parts[0], *parts[1], parts[3])
+		} else {
+			j, err = decodeJob(*parts[0], *parts[1], parts[2], parts[3])
+		}
 		if err != nil {
 			if skipUnreadable && errors.Is(err, errUnreadable) {
 				continue
@@ -493,7 +501,7 @@ func (s *Store) Job(ctx context.Context, id string) (store.Job, bool, error) {
 	if err != nil {
 		return store.Job{}, false, fmt.Errorf("valkey store: job: %w", err)
 	}
-	jobs, err := jobsFrom(lua.Job, ms, false)
+	jobs, err := jobsFrom(lua.Job, ms, false, nil)
 	if err != nil || len(jobs) == 0 {
 		return store.Job{}, false, err
 	}
@@ -527,7 +535,7 @@ func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
 		if after, err = ms[len(ms)-4].ToString(); err != nil {
 			return nil, fmt.Errorf("valkey store: jobs: %w", err)
 		}
-		jobs, err := jobsFrom(lua.Jobs, flat, true)
+		jobs, err := jobsFrom(lua.Jobs, flat, true, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -541,15 +549,20 @@ func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
 
 // Awaiting implements store.RoutingStore.
 func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error) {
-	return s.siteJobs(ctx, lua.Awaiting, siteID)
+	return s.siteJobs(ctx, lua.Awaiting, siteID, nil)
 }
 
 // Finished implements store.RoutingStore.
 func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
-	return s.siteJobs(ctx, lua.Finished, siteID)
+	l := s.results.begin(siteID)
+	jobs, err := s.siteJobs(ctx, lua.Finished, siteID, l)
+	if err == nil {
+		s.results.commit(siteID, l)
+	}
+	return jobs, err
 }
 
-func (s *Store) siteJobs(ctx context.Context, op, siteID string) ([]store.Job, error) {
+func (s *Store) siteJobs(ctx context.Context, op, siteID string, l *listing) ([]store.Job, error) {
 	out := []store.Job{}
 	last := ""
 	for {
@@ -564,7 +577,7 @@ func (s *Store) siteJobs(ctx context.Context, op, siteID string) ([]store.Job, e
 		if last, err = ms[0].ToString(); err != nil {
 			return nil, fmt.Errorf("valkey store: %s: %w", op, err)
 		}
-		jobs, err := jobsFrom(op, ms[1:], true)
+		jobs, err := jobsFrom(op, ms[1:], true, l)
 		if err != nil {
 			return nil, err
 		}
