@@ -85,11 +85,32 @@ func (r *Relay) daemonPlane(c echo.Context, endpoint string, h daemonHandler) er
 	if _, consented := proj.ConsentFor(who.Owner, r.cfg.SiteID); !consented && endpoint != "heartbeat" {
 		return writeRefusal(c, protocol.Refuse(protocol.CodeRevoked, protocol.MsgRevoked))
 	}
-	if _, err := r.cfg.Store.Touch(q.ctx(), who.RunnerID); err != nil {
-		return storeFailure(c, r.cfg.Logger, "touch", err)
-	}
+	// From here every call stamps the runner's presence (G7), before the
+	// schema is checked. Claim, fetch and result stamp it within their own
+	// store operation, saving a round trip on the hot path; every other
+	// way out goes through touch first.
 	q.who, q.proj = who, proj
 	return h(r, q)
+}
+
+// touch stamps the caller's presence on its own, for a call whose store
+// operation does not. It reports false once it has answered a store
+// failure.
+func (r *Relay) touch(q *daemonCall) bool {
+	if _, err := r.cfg.Store.Touch(q.ctx(), q.who.RunnerID); err != nil {
+		_ = storeFailure(q.c, r.cfg.Logger, "touch", err)
+		return false
+	}
+	return true
+}
+
+// refuse answers a refusal given before the call's store operation ran,
+// stamping the caller's presence first.
+func (r *Relay) refuse(q *daemonCall, refusal *protocol.Refusal) error {
+	if !r.touch(q) {
+		return nil
+	}
+	return writeRefusal(q.c, refusal)
 }
 
 // verify checks a signature's freshness on the relay clock, then the key.
@@ -156,10 +177,10 @@ func (r *Relay) pair(c echo.Context) error {
 func (r *Relay) claim(q *daemonCall) error {
 	req, err := r.decoder.Claim(q.body)
 	if err != nil {
-		return writeRefusal(q.c, schemaRefusal())
+		return r.refuse(q, schemaRefusal())
 	}
 	if req.RunnerID != q.who.RunnerID {
-		return writeRefusal(q.c, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerMismatch))
+		return r.refuse(q, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerMismatch))
 	}
 	var kinds []string
 	for _, cp := range req.Capabilities {
@@ -174,7 +195,7 @@ func (r *Relay) claim(q *daemonCall) error {
 	}
 	jobs, err := r.cfg.Store.Claim(q.ctx(), store.ClaimInput{
 		RunnerID: q.who.RunnerID, Owner: q.who.Owner, Device: q.who.Device,
-		Routes: routes, Kinds: kinds, Max: req.Max, LeaseMs: r.cfg.LeaseMs,
+		Routes: routes, Kinds: kinds, Max: req.Max, LeaseMs: r.cfg.LeaseMs, Touch: true,
 	})
 	if err != nil {
 		return storeFailure(q.c, r.cfg.Logger, "claim", err)
@@ -188,9 +209,9 @@ func (r *Relay) claim(q *daemonCall) error {
 func (r *Relay) fetch(q *daemonCall) error {
 	req, err := r.decoder.Fetch(q.body)
 	if err != nil {
-		return writeRefusal(q.c, schemaRefusal())
+		return r.refuse(q, schemaRefusal())
 	}
-	env, err := r.cfg.Store.TakePayload(q.ctx(), store.LeaseInput{JobID: req.JobID, RunnerID: q.who.RunnerID, LeaseID: req.LeaseID})
+	env, err := r.cfg.Store.TakePayload(q.ctx(), store.LeaseInput{JobID: req.JobID, RunnerID: q.who.RunnerID, LeaseID: req.LeaseID, Touch: true})
 	if refusal := leaseRefusal(store.RefusalOf(err)); refusal != nil {
 		return writeRefusal(q.c, refusal)
 	}
@@ -203,10 +224,10 @@ func (r *Relay) fetch(q *daemonCall) error {
 func (r *Relay) result(q *daemonCall) error {
 	req, err := r.decoder.Result(q.body)
 	if err != nil {
-		return writeRefusal(q.c, schemaRefusal())
+		return r.refuse(q, schemaRefusal())
 	}
 	res, err := r.cfg.Store.Complete(q.ctx(), store.CompleteInput{
-		LeaseInput:  store.LeaseInput{JobID: req.JobID, RunnerID: q.who.RunnerID, LeaseID: req.LeaseID},
+		LeaseInput:  store.LeaseInput{JobID: req.JobID, RunnerID: q.who.RunnerID, LeaseID: req.LeaseID, Touch: true},
 		Envelope:    req.Envelope,
 		Disposition: req.Disposition,
 	})
@@ -220,6 +241,9 @@ func (r *Relay) result(q *daemonCall) error {
 }
 
 func (r *Relay) heartbeat(q *daemonCall) error {
+	if !r.touch(q) {
+		return nil
+	}
 	req, err := r.decoder.Heartbeat(q.body)
 	if err != nil {
 		return writeRefusal(q.c, schemaRefusal())
@@ -247,6 +271,9 @@ func (r *Relay) heartbeat(q *daemonCall) error {
 }
 
 func (r *Relay) release(q *daemonCall) error {
+	if !r.touch(q) {
+		return nil
+	}
 	req, err := r.decoder.Release(q.body)
 	if err != nil {
 		return writeRefusal(q.c, schemaRefusal())

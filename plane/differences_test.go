@@ -97,6 +97,26 @@ func TestG7_PresenceIsStampedOnEveryAuthenticatedCallFromTheStoreClock(t *testin
 		require.Greater(t, p.LastSeenAt, claimed)
 		malformed := p.LastSeenAt
 
+		// Every way through the daemon plane stamps: claim, fetch and result
+		// within their own store operation, refused there or not, and
+		// before it when refused earlier.
+		for _, call := range []struct{ endpoint, body string }{
+			{"claim", `{"protocolVersion":"0"}`},
+			{"claim", `{"protocolVersion":"0","runnerId":"runner_bob","capabilities":[],"max":1}`},
+			{"fetch", `{"protocolVersion":"0"}`},
+			{"fetch", `{"protocolVersion":"0","runnerId":"runner_alice","jobId":"nope","leaseId":"nope"}`},
+			{"result", `{"protocolVersion":"0"}`},
+			{"heartbeat", `{"protocolVersion":"0"}`},
+		} {
+			b.advance(5 * time.Second)
+			resp, err := d.Do(b.ctx, call.endpoint, []byte(call.body))
+			require.NoError(t, err)
+			require.Contains(t, []int{400, 401, 404}, resp.Status, "%s %s: %s", call.endpoint, call.body, resp.Body)
+			p, _ = b.presence(t, "runner_alice")
+			require.Greater(t, p.LastSeenAt, malformed, "%s %s", call.endpoint, call.body)
+			malformed = p.LastSeenAt
+		}
+
 		// A refused signature is no sign of life.
 		b.advance(5 * time.Second)
 		resp, err = b.daemonAt(t, "stranger", b.url, "runner_alice").Do(b.ctx, "heartbeat", heartbeatBody(t, "runner_alice"))

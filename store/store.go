@@ -96,6 +96,9 @@ type ClaimInput struct {
 	Kinds   []string
 	Max     int
 	LeaseMs int64
+	// Touch also stamps the runner's presence in the same step, as Touch
+	// does, whatever the claim grants.
+	Touch bool
 }
 
 // LeaseInput names a job and the grant a runner claims to hold on it.
@@ -103,6 +106,10 @@ type LeaseInput struct {
 	JobID    string
 	RunnerID string
 	LeaseID  string
+	// Touch also stamps the runner's presence in the same step, as Touch
+	// does, whether or not the call is refused. A re-run may stamp again,
+	// at the re-run's time.
+	Touch bool
 }
 
 // CompleteInput delivers a result under a grant.

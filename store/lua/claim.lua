@@ -1,6 +1,7 @@
 -- claim: sweep what is due, then grant up to max queued jobs in
 -- first-enqueue order across the queues the routes and kinds allow.
 -- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, sweep batch,
+--       touch '1'|'0' (stamp the runner's presence, whatever is granted),
 --       n routes, then n (site, job owner) pairs, k kinds, then k kinds,
 --       then one fresh lease id per possible grant.
 -- Reply: {'ok', framed [stub, lease id, expiresAt]...}.
@@ -17,7 +18,10 @@ local lease_ms = tonumber(ARGV[4])
 local window_ms = tonumber(ARGV[5])
 local max = tonumber(ARGV[6])
 local batch = tonumber(ARGV[7])
-local pos = 8
+if ARGV[8] == '1' then
+  stamp_presence(runner, now)
+end
+local pos = 9
 local nroutes = tonumber(ARGV[pos])
 local routes = {}
 for i = 1, nroutes do

@@ -422,6 +422,18 @@ local function encode_presence(p)
   return frame({ FORMAT, p.owner, p.device, p.seen })
 end
 
+-- stamp_presence sets a paired runner's last-seen time to now and says
+-- whether the runner is paired; it never creates a presence.
+local function stamp_presence(runner, now)
+  local p = decode_presence(redis.call('HGET', K.presence, runner))
+  if not p then
+    return false
+  end
+  p.seen = ms(now)
+  redis.call('HSET', K.presence, runner, encode_presence(p))
+  return true
+end
+
 -- read_jobs returns, for each id, id, record, payload and result (false
 -- where absent, and for the payload unless with_payload), flat.
 local function read_jobs(ids, with_payload)

@@ -1,10 +1,14 @@
 -- complete: record a job's result once, under the current grant.
--- ARGV: job id, runner, lease id, result JSON, disposition.
+-- ARGV: job id, runner, lease id, result JSON, disposition, touch '1'|'0'
+-- (stamp the runner's presence first, whatever the outcome).
 -- Reply: {'ok', duplicate '1'|'0'} or {'refused', code}.
 -- Re-run: the job is done under the same grant, so the re-run is a
 -- duplicate and overwrites nothing.
 local now = clock_now()
 local id, runner, lease, result, disposition = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if ARGV[6] == '1' then
+  stamp_presence(runner, now)
+end
 
 local rec, refusal = held(id, runner, lease, now)
 if not rec then

@@ -79,7 +79,7 @@ func TestScriptsCarryOnlyTheHelpersTheyUse(t *testing.T) {
 			t.Errorf("take_payload lacks %s, which it uses", h)
 		}
 	}
-	for _, h := range []string{"sweep", "valid_stub", "site_page", "decode_presence"} {
+	for _, h := range []string{"sweep", "valid_stub", "site_page", "read_jobs"} {
 		if defines(TakePayload, h) {
 			t.Errorf("take_payload carries %s, which it never uses", h)
 		}

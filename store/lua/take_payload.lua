@@ -1,10 +1,14 @@
 -- take_payload: hand the sealed payload to the job's holder and mark the
 -- job running.
--- ARGV: job id, runner, lease id.
+-- ARGV: job id, runner, lease id, touch '1'|'0' (stamp the runner's
+-- presence first, whatever the outcome).
 -- Reply: {'ok', payload JSON} or {'refused', code}.
 -- Re-run: a running job stays running and the same payload comes back.
 local now = clock_now()
 local id, runner, lease = ARGV[1], ARGV[2], ARGV[3]
+if ARGV[4] == '1' then
+  stamp_presence(runner, now)
+end
 
 local rec, refusal = held(id, runner, lease, now)
 if not rec then

@@ -8,11 +8,7 @@ if memo then
   return { 'ok', memo }
 end
 
-local runner = ARGV[1]
-local p = decode_presence(redis.call('HGET', K.presence, runner))
-if not p then
-  return { 'ok', remember('0') }
+if stamp_presence(ARGV[1], now) then
+  return { 'ok', remember('1') }
 end
-p.seen = ms(now)
-redis.call('HSET', K.presence, runner, encode_presence(p))
-return { 'ok', remember('1') }
+return { 'ok', remember('0') }

@@ -105,6 +105,9 @@ func (s *Store) Claim(_ context.Context, in store.ClaimInput) ([]protocol.Claime
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	if in.Touch {
+		s.stamp(in.RunnerID, now)
+	}
 	s.sweep(now)
 	granted := []protocol.ClaimedStub{}
 	if in.Max <= 0 {
@@ -184,7 +187,11 @@ func (s *Store) nextCandidate(cursors []*cursor, runner string) *record {
 func (s *Store) TakePayload(_ context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, err := s.held(in, s.now())
+	now := s.now()
+	if in.Touch {
+		s.stamp(in.RunnerID, now)
+	}
+	r, err := s.held(in, now)
 	if err != nil {
 		return protocol.SealedEnvelope{}, err
 	}
@@ -202,7 +209,11 @@ func (s *Store) TakePayload(_ context.Context, in store.LeaseInput) (protocol.Se
 func (s *Store) Complete(_ context.Context, in store.CompleteInput) (store.CompleteResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.live(in.JobID, s.now())
+	now := s.now()
+	if in.Touch {
+		s.stamp(in.RunnerID, now)
+	}
+	r := s.live(in.JobID, now)
 	switch {
 	case r == nil:
 		return store.CompleteResult{}, store.Refuse(store.RefusedNotFound)
@@ -346,12 +357,18 @@ func (s *Store) Seen(_ context.Context, in store.SeenInput) (store.Presence, err
 func (s *Store) Touch(_ context.Context, runnerID string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.stamp(runnerID, s.now()), nil
+}
+
+// stamp sets a paired runner's last-seen time and says whether the runner
+// is paired; it never creates a presence.
+func (s *Store) stamp(runnerID string, now int64) bool {
 	p := s.presence[runnerID]
 	if p == nil {
-		return false, nil
+		return false
 	}
-	p.LastSeenAt = s.now()
-	return true, nil
+	p.LastSeenAt = now
+	return true
 }
 
 // Sweep implements store.RoutingStore.

@@ -170,6 +170,73 @@ func init() {
 			require.NoError(t, err)
 			require.False(t, ok, "a touch creates no presence")
 		}},
+		testCase{"stamps the runner within claim, fetch and result when asked, refused or not (relayd G7)", func(t *testing.T, b *bundle) {
+			for _, d := range []device{alice, bob} {
+				_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d)})
+				require.NoError(t, err)
+			}
+			b.enqueue(t, "a")
+			lastSeen := func(d device) int64 {
+				p, ok, err := b.s.Presence(b.ctx, d.runner)
+				require.NoError(t, err)
+				require.True(t, ok)
+				return p.LastSeenAt
+			}
+			// Each call runs a second after the last (well within the sealing
+			// window); only a touching one moves the stamp, to the store's time
+			// of that call.
+			step := func(d device, touch bool, call func()) {
+				t.Helper()
+				before := lastSeen(d)
+				b.advance(t, time.Second)
+				now := b.now(t)
+				call()
+				if touch {
+					require.Equal(t, now, lastSeen(d))
+				} else {
+					require.Equal(t, before, lastSeen(d))
+				}
+			}
+			claim := func(d device, touch bool) []protocol.ClaimedStub {
+				return b.claimInput(t, store.ClaimInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d),
+					Routes: []store.Route{{SiteID: Site, Owner: alice.owner}}, Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: int64(time.Hour / time.Millisecond), Touch: touch})
+			}
+			var got []protocol.ClaimedStub
+			step(alice, false, func() { got = claim(alice, false) })
+			require.Len(t, got, 1)
+			step(bob, true, func() { require.Empty(t, claim(bob, true)) }) // grants nothing, still seen
+			b.seal(t, got[0])
+			held := lease(got[0])
+			foreign := held
+			foreign.RunnerID, foreign.Touch = bob.runner, true
+			step(bob, true, func() {
+				_, err := b.s.TakePayload(b.ctx, foreign)
+				requireRefusal(t, err, store.RefusedNotHolder)
+			})
+			step(alice, false, func() {
+				_, err := b.s.TakePayload(b.ctx, held)
+				require.NoError(t, err)
+			})
+			held.Touch = true
+			step(alice, true, func() {
+				_, err := b.s.TakePayload(b.ctx, held)
+				require.NoError(t, err)
+			})
+			step(alice, true, func() {
+				_, err := b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: held, Envelope: envelope(protocol.DirectionResult, "a-ok"), Disposition: protocol.DispositionOK})
+				require.NoError(t, err)
+			})
+			step(bob, true, func() {
+				_, err := b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: foreign, Envelope: envelope(protocol.DirectionResult, "a-ok"), Disposition: protocol.DispositionOK})
+				requireRefusal(t, err, store.RefusedNotHolder)
+			})
+			stranger := store.LeaseInput{JobID: "a", RunnerID: "runner_nobody", LeaseID: held.LeaseID, Touch: true}
+			_, err := b.s.TakePayload(b.ctx, stranger)
+			requireRefusal(t, err, store.RefusedNotHolder)
+			_, ok, err := b.s.Presence(b.ctx, stranger.RunnerID)
+			require.NoError(t, err)
+			require.False(t, ok, "a touch creates no presence")
+		}},
 		testCase{"lists everyone in first-pair order, up to a limit", func(t *testing.T, b *bundle) { // B15
 			for _, d := range []device{bob, alice, alice2} {
 				_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d)})

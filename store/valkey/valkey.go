@@ -253,7 +253,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	n := min(max(in.Max, 0), maxGrants)
 	args := make([]string, 0, 10+2*len(in.Routes)+len(in.Kinds)+n)
 	args = append(args, in.RunnerID, in.Owner, string(device), strconv.FormatInt(in.LeaseMs, 10),
-		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(claimSweepBatch), strconv.Itoa(len(in.Routes)))
+		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(claimSweepBatch), flag(in.Touch), strconv.Itoa(len(in.Routes)))
 	for _, r := range in.Routes {
 		args = append(args, r.SiteID, r.Owner)
 	}
@@ -289,7 +289,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 
 // TakePayload implements store.RoutingStore.
 func (s *Store) TakePayload(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
-	parts, err := s.execWrite(ctx, s.newCall(lua.TakePayload, in.JobID, in.RunnerID, in.LeaseID))
+	parts, err := s.execWrite(ctx, s.newCall(lua.TakePayload, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch)))
 	if err != nil {
 		return protocol.SealedEnvelope{}, err
 	}
@@ -309,7 +309,7 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 	if err != nil {
 		return store.CompleteResult{}, fmt.Errorf("valkey store: complete: encoding result: %w", err)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(lua.Complete, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition))
+	parts, err := s.execWrite(ctx, s.newCall(lua.Complete, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch)))
 	if err != nil {
 		return store.CompleteResult{}, err
 	}
@@ -409,6 +409,14 @@ func (s *Store) Seen(ctx context.Context, in store.SeenInput) (store.Presence, e
 		return store.Presence{}, fmt.Errorf("valkey store: seen: %w", err)
 	}
 	return p, nil
+}
+
+// flag is how a script reads a boolean argument.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // Touch implements store.RoutingStore.
