@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,7 @@ func main() {
 		plotPath   = flag.String("plot", "", "write the claim-latency plot (PNG) here")
 		clients    = flag.Int("limit-clients", 50, "redis-benchmark clients for the limit")
 		requests   = flag.Int("limit-requests", 200000, "redis-benchmark requests for the limit")
+		loadProf   = flag.String("load-cpuprofile", "", "write a CPU profile of this process (the load generator) over the whole run here")
 		maxProcs   = flag.Int("replica-gomaxprocs", 0, "GOMAXPROCS of each replica (0: Go's default, every core)")
 		satWorkers = flag.Int("saturate-workers", 64, "concurrent workers calling the Valkey store directly in the limit scenario")
 		satSeconds = flag.Int("saturate-seconds", 5, "how long those workers run")
@@ -44,15 +46,36 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, options{
-		relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), jobs: *jobs, daemons: *daemons,
-		siteConc: *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
-		plotPath: *plotPath, clients: *clients, requests: *requests, cpuProfile: *cpuProfile,
-		satWorkers: *satWorkers, satSeconds: *satSeconds, maxProcs: *maxProcs,
-	}); err != nil {
+	err := profiled(*loadProf, func() error {
+		return run(ctx, options{
+			relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), jobs: *jobs, daemons: *daemons,
+			siteConc: *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
+			plotPath: *plotPath, clients: *clients, requests: *requests, cpuProfile: *cpuProfile,
+			satWorkers: *satWorkers, satSeconds: *satSeconds, maxProcs: *maxProcs,
+		})
+	})
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "relaybench: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// profiled runs f, writing a CPU profile of this process to path when
+// path is set.
+func profiled(path string, f func() error) error {
+	if path == "" {
+		return f()
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if err := pprof.StartCPUProfile(out); err != nil {
+		return err
+	}
+	defer pprof.StopCPUProfile()
+	return f()
 }
 
 type options struct {
