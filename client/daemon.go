@@ -22,6 +22,7 @@ const DaemonVersion = "relayd-client/0"
 // concurrent use.
 type Daemon struct {
 	*Transport
+	sealer       Sealer
 	keys         Keys
 	basePath     string
 	pollInterval time.Duration
@@ -360,7 +361,7 @@ func (d *Daemon) RunOnce(ctx context.Context, runFn func(plaintext json.RawMessa
 	if err != nil {
 		return ran, true, d.giveUp(ctx, lease, protocol.ReasonBackendDown, fmt.Errorf("run %s: %w", job.ID, err))
 	}
-	ran.Envelope, err = Seal(d.keys, site, job.ID, protocol.DirectionResult, job.DeadlineAt, ran.Result)
+	ran.Envelope, err = d.sealer.Seal(d.keys, site, job.ID, protocol.DirectionResult, job.DeadlineAt, ran.Result)
 	if err != nil {
 		return ran, true, d.giveUp(ctx, lease, protocol.ReasonBackendDown, fmt.Errorf("run %s: %w", job.ID, err))
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 
 	"golang.org/x/crypto/nacl/box"
 
@@ -30,6 +31,48 @@ const EnvelopeVersion = "byollm/v1/envelope"
 // its identity key never vouched for would hand the payload to whoever
 // substituted it.
 func Seal(sender Keys, recipient protocol.PublicIdentity, jobID, direction string, deadlineAt int64, plaintext json.RawMessage) (protocol.SealedEnvelope, error) {
+	return seal(sender, recipient, protocol.PublicIdentity.IsConsistent, jobID, direction, deadlineAt, plaintext)
+}
+
+// Sealer seals like Seal but checks each recipient's identity only once:
+// the check depends on nothing but the identity's three keys and costs a
+// signature verification, and a peer seals to the same few devices over
+// and over. Identities that fail are checked again every time. The zero
+// value is ready, and safe for concurrent use.
+type Sealer struct {
+	mu      sync.Mutex
+	checked map[protocol.PublicIdentity]struct{}
+}
+
+// sealerCapacity bounds what a Sealer remembers; past it, it starts over.
+const sealerCapacity = 4096
+
+// Seal is Seal with the recipient's check remembered.
+func (s *Sealer) Seal(sender Keys, recipient protocol.PublicIdentity, jobID, direction string, deadlineAt int64, plaintext json.RawMessage) (protocol.SealedEnvelope, error) {
+	return seal(sender, recipient, s.consistent, jobID, direction, deadlineAt, plaintext)
+}
+
+func (s *Sealer) consistent(p protocol.PublicIdentity) bool {
+	s.mu.Lock()
+	_, ok := s.checked[p]
+	s.mu.Unlock()
+	if ok {
+		return true
+	}
+	if !p.IsConsistent() {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.checked == nil || len(s.checked) >= sealerCapacity {
+		s.checked = map[protocol.PublicIdentity]struct{}{}
+	}
+	s.checked[p] = struct{}{}
+	return true
+}
+
+func seal(sender Keys, recipient protocol.PublicIdentity, consistent func(protocol.PublicIdentity) bool,
+	jobID, direction string, deadlineAt int64, plaintext json.RawMessage) (protocol.SealedEnvelope, error) {
 	if jobID == "" {
 		return protocol.SealedEnvelope{}, errors.New("seal: job id is empty")
 	}
@@ -39,7 +82,7 @@ func Seal(sender Keys, recipient protocol.PublicIdentity, jobID, direction strin
 	if deadlineAt <= 0 {
 		return protocol.SealedEnvelope{}, fmt.Errorf("seal: deadlineAt %d is not positive", deadlineAt)
 	}
-	if !recipient.IsConsistent() {
+	if !consistent(recipient) {
 		return protocol.SealedEnvelope{}, errors.New("seal: recipient identity is not consistent")
 	}
 	recipientID, ok := protocol.KeyIDOf(recipient.Identity)

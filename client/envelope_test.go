@@ -229,3 +229,34 @@ func TestSealRefusesBadInput(t *testing.T) {
 	_, err = Seal(site, swapped, "j", protocol.DirectionPayload, deadline, pt)
 	require.ErrorContains(t, err, "not consistent")
 }
+
+// TestSealerChecksEachIdentityOnceAndNeverRemembersABadOne: a Sealer seals
+// exactly what Seal does, remembers identities that passed the check, and
+// refuses an inconsistent one every time.
+func TestSealerChecksEachIdentityOnceAndNeverRemembersABadOne(t *testing.T) {
+	site, device := mustKeys(t), mustKeys(t)
+	var s Sealer
+	for range 2 {
+		env, err := s.Seal(site, device.Public(), "job-1", protocol.DirectionPayload, deadline, json.RawMessage(`{"a":1}`))
+		require.NoError(t, err)
+		got, err := Open(device, env, payloadExpect(site))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"a":1}`, string(got))
+	}
+	require.Len(t, s.checked, 1)
+
+	swapped := device.Public()
+	swapped.Encryption = mustKeys(t).Public().Encryption // not vouched for by device's identity key
+	for range 2 {
+		_, err := s.Seal(site, swapped, "job-1", protocol.DirectionPayload, deadline, json.RawMessage(`{"a":1}`))
+		require.ErrorContains(t, err, "not consistent")
+	}
+	require.Len(t, s.checked, 1, "a failed check is not remembered")
+
+	for range sealerCapacity {
+		s.checked[protocol.PublicIdentity{Identity: strconv.Itoa(len(s.checked))}] = struct{}{}
+	}
+	_, err := s.Seal(site, mustKeys(t).Public(), "job-1", protocol.DirectionPayload, deadline, json.RawMessage(`{"a":1}`))
+	require.NoError(t, err)
+	require.Len(t, s.checked, 1, "a full Sealer starts over")
+}

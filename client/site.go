@@ -22,6 +22,7 @@ const SitePathPrefix = "/relay/site/"
 // concurrent use.
 type Site struct {
 	*Transport
+	sealer       Sealer
 	keys         Keys
 	siteID       string
 	pollInterval time.Duration
@@ -162,7 +163,7 @@ func (s *Site) Results(ctx context.Context) (protocol.ResultsResponse, error) {
 // normally pending.JobID; it is separate so tests can seal under another job
 // id and watch the daemon refuse it. deadlineAt is the stub's deadline.
 func (s *Site) SealFor(pending protocol.PendingJob, jobID string, deadlineAt int64, plaintext json.RawMessage) (protocol.SealedEnvelope, error) {
-	env, err := Seal(s.keys, pending.Device, jobID, protocol.DirectionPayload, deadlineAt, plaintext)
+	env, err := s.sealer.Seal(s.keys, pending.Device, jobID, protocol.DirectionPayload, deadlineAt, plaintext)
 	if err != nil {
 		return protocol.SealedEnvelope{}, fmt.Errorf("seal payload for %s on %s: %w", jobID, pending.RunnerID, err)
 	}

@@ -15,10 +15,11 @@ import (
 
 // daemon is one test device working through the replicas.
 type daemon struct {
-	run  *Run
-	dev  client.DemoDevice
-	c    *client.Daemon
-	site protocol.PublicIdentity // pinned at pairing
+	run    *Run
+	dev    client.DemoDevice
+	c      *client.Daemon
+	site   protocol.PublicIdentity // pinned at pairing
+	sealer client.Sealer
 	// slots holds one token per job being worked on.
 	slots chan struct{}
 
@@ -214,7 +215,7 @@ func (d *daemon) work(ctx context.Context, cs protocol.ClaimedStub, g *grant) {
 		return
 	}
 	result := echo(plaintext)
-	renv, err := client.Seal(d.dev.Keys, d.site, cs.ID, protocol.DirectionResult, cs.DeadlineAt, result)
+	renv, err := d.sealer.Seal(d.dev.Keys, d.site, cs.ID, protocol.DirectionResult, cs.DeadlineAt, result)
 	if err != nil {
 		r.st.note("daemon: seal result: " + err.Error())
 		d.release(ctx, ref, g, protocol.ReasonBackendDown)
