@@ -12,24 +12,33 @@ import (
 	"github.com/byollm/relayd/store/memory"
 )
 
+var depths = []int{1_000, 10_000, 100_000, 1_000_000}
+
+// backlog returns a store with depth jobs of the site queued for an owner
+// nobody serves, and a stub maker for more.
+func backlog(b *testing.B, depth int) (*memory.Store, func(id, owner string) protocol.JobStub) {
+	c := clock.NewManual(time.UnixMilli(1_750_000_000_000))
+	s := memory.New(c)
+	deadline := c.Now().Add(time.Hour).UnixMilli()
+	stub := func(id, owner string) protocol.JobStub {
+		return protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: owner, Site: "BYOLLM-BENCH",
+			Audience: protocol.AudiencePublic, SizeClass: "small", DeadlineAt: deadline}
+	}
+	for i := range depth {
+		if _, err := s.Enqueue(b.Context(), store.EnqueueInput{SiteID: "site", Stub: stub("idle-"+strconv.Itoa(i), "nobody")}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s, stub
+}
+
 // BenchmarkClaimWithQueued measures a claim that grants one job while N
 // jobs sit queued for an owner nobody serves: the backlog must not cost.
 func BenchmarkClaimWithQueued(b *testing.B) {
-	for _, depth := range []int{1_000, 10_000, 100_000, 1_000_000} {
+	for _, depth := range depths {
 		b.Run(fmt.Sprintf("queued=%d", depth), func(b *testing.B) {
 			ctx := b.Context()
-			c := clock.NewManual(time.UnixMilli(1_750_000_000_000))
-			s := memory.New(c)
-			deadline := c.Now().Add(time.Hour).UnixMilli()
-			stub := func(id, owner string) protocol.JobStub {
-				return protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: owner, Site: "BYOLLM-BENCH",
-					Audience: protocol.AudiencePublic, SizeClass: "small", DeadlineAt: deadline}
-			}
-			for i := range depth {
-				if _, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: "site", Stub: stub("idle-"+strconv.Itoa(i), "nobody")}); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s, stub := backlog(b, depth)
 			in := store.ClaimInput{RunnerID: "runner", Owner: "alice", Routes: []store.Route{{SiteID: "site", Owner: "alice"}},
 				Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: 60_000}
 			b.ResetTimer()
@@ -42,6 +51,45 @@ func BenchmarkClaimWithQueued(b *testing.B) {
 				got, err := s.Claim(ctx, in)
 				if err != nil || len(got) != 1 {
 					b.Fatalf("claim: %v, %d granted", err, len(got))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkListingsWithQueued measures the site's pending and results
+// listings (one job in each) while N of the site's jobs sit queued: the
+// site polls them, so the backlog must not cost.
+func BenchmarkListingsWithQueued(b *testing.B) {
+	for _, depth := range depths {
+		b.Run(fmt.Sprintf("queued=%d", depth), func(b *testing.B) {
+			ctx := b.Context()
+			s, stub := backlog(b, depth)
+			in := store.ClaimInput{RunnerID: "runner", Owner: "alice", Routes: []store.Route{{SiteID: "site", Owner: "alice"}},
+				Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: 60_000}
+			var granted []protocol.ClaimedStub
+			for _, id := range []string{"done", "awaiting"} {
+				if _, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: "site", Stub: stub(id, "alice")}); err != nil {
+					b.Fatal(err)
+				}
+				got, err := s.Claim(ctx, in)
+				if err != nil || len(got) != 1 {
+					b.Fatalf("claim: %v, %d granted", err, len(got))
+				}
+				granted = append(granted, got...)
+			}
+			lease := store.LeaseInput{JobID: "done", RunnerID: "runner", LeaseID: granted[0].Lease.ID}
+			if _, err := s.Complete(ctx, store.CompleteInput{LeaseInput: lease, Disposition: protocol.DispositionOK}); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				awaiting, err := s.Awaiting(ctx, "site")
+				if err != nil || len(awaiting) != 1 {
+					b.Fatalf("awaiting: %v, %d listed", err, len(awaiting))
+				}
+				finished, err := s.Finished(ctx, "site")
+				if err != nil || len(finished) != 1 {
+					b.Fatalf("finished: %v, %d listed", err, len(finished))
 				}
 			}
 		})

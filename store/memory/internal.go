@@ -70,6 +70,7 @@ func (s *Store) requeue(r *record) {
 	j.ClaimedBy = nil
 	j.AwaitingUntil = 0
 	j.Payload = nil
+	s.relist(r)
 	s.enqueueRecord(r)
 }
 
@@ -112,7 +113,7 @@ func (s *Store) remove(r *record) {
 	}
 	r.gone = true
 	delete(s.jobs, r.job.ID)
-	delete(s.bySite[r.job.SiteID], r)
+	delete(s.listed[r.job.SiteID], r)
 	if c := r.job.ClaimedBy; c != nil {
 		delete(s.cancelled[c.RunnerID], r)
 	}
@@ -124,13 +125,24 @@ func (s *Store) remove(r *record) {
 	}
 }
 
-func (s *Store) site(id string) map[*record]struct{} {
-	m := s.bySite[id]
-	if m == nil {
-		m = map[*record]struct{}{}
-		s.bySite[id] = m
+// relist keeps a job in its site's listing index exactly while Awaiting or
+// Finished would show it, so a poll reads those jobs and not every job of
+// the site. Call it after every change of state.
+func (s *Store) relist(r *record) {
+	j := &r.job
+	if j.State == store.AwaitingPayload || (j.State == store.Done && j.Result != nil) {
+		m := s.listed[j.SiteID]
+		if m == nil {
+			m = map[*record]struct{}{}
+			s.listed[j.SiteID] = m
+		}
+		m[r] = struct{}{}
+		return
 	}
-	return m
+	delete(s.listed[j.SiteID], r)
+	if len(s.listed[j.SiteID]) == 0 {
+		delete(s.listed, j.SiteID)
+	}
 }
 
 func bySeq(a, b *record) int {

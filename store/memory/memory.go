@@ -27,10 +27,10 @@ type Store struct {
 	order     []*record // every job ever created, in creation order; deleted ones are skipped
 	deleted   int       // how many of order are deleted, to know when to compact
 	queues    map[queueKey][]*record
-	deadlines timeHeap // job deadlines
-	awaiting  timeHeap // sealing windows
-	leases    timeHeap // lease expiries of ready and running jobs
-	bySite    map[string]map[*record]struct{}
+	deadlines timeHeap                        // job deadlines
+	awaiting  timeHeap                        // sealing windows
+	leases    timeHeap                        // lease expiries of ready and running jobs
+	listed    map[string]map[*record]struct{} // by site: jobs the site's listings show (awaiting a payload, or done with a result)
 	cancelled map[string]map[*record]struct{} // by holder: cancelled jobs held
 	presence  map[string]*store.Presence
 	paired    []string // runner ids in first-pair order
@@ -44,7 +44,7 @@ func New(c clock.Clock) *Store {
 		clock:     c,
 		jobs:      map[string]*record{},
 		queues:    map[queueKey][]*record{},
-		bySite:    map[string]map[*record]struct{}{},
+		listed:    map[string]map[*record]struct{}{},
 		cancelled: map[string]map[*record]struct{}{},
 		presence:  map[string]*store.Presence{},
 	}
@@ -94,7 +94,6 @@ func (s *Store) Enqueue(_ context.Context, in store.EnqueueInput) (store.Enqueue
 	r := &record{seq: s.nextSeq, job: store.Job{ID: in.Stub.ID, SiteID: in.SiteID, Stub: in.Stub, State: store.Queued, RefusedBy: []string{}}}
 	s.jobs[r.job.ID] = r
 	s.order = append(s.order, r)
-	s.site(r.job.SiteID)[r] = struct{}{}
 	s.deadlines.push(entry{at: in.Stub.DeadlineAt, rec: r})
 	s.enqueueRecord(r)
 	return store.EnqueueResult{State: store.Queued, Created: true}, nil
@@ -124,6 +123,7 @@ func (s *Store) Claim(_ context.Context, in store.ClaimInput) ([]protocol.Claime
 		r.job.State = store.AwaitingPayload
 		r.job.ClaimedBy = &claim
 		r.job.AwaitingUntil = now + protocol.AwaitingPayloadMs
+		s.relist(r)
 		s.awaiting.push(entry{at: r.job.AwaitingUntil, rec: r})
 		granted = append(granted, store.ClaimedStub(r.job.Stub, claim))
 	}
@@ -202,6 +202,7 @@ func (s *Store) TakePayload(_ context.Context, in store.LeaseInput) (protocol.Se
 		return protocol.SealedEnvelope{}, store.Refuse(store.RefusedNotReady)
 	}
 	r.job.State = store.Running
+	s.relist(r)
 	return *r.job.Payload, nil
 }
 
@@ -229,6 +230,7 @@ func (s *Store) Complete(_ context.Context, in store.CompleteInput) (store.Compl
 	r.job.Disposition = in.Disposition
 	r.job.State = store.Done
 	r.job.AwaitingUntil = 0
+	s.relist(r)
 	// A finished job is never named in cancel (G11), so it leaves the index.
 	delete(s.cancelled[r.job.ClaimedBy.RunnerID], r)
 	return store.CompleteResult{}, nil
@@ -269,6 +271,7 @@ func (s *Store) Seal(_ context.Context, in store.SealInput) error {
 	r.job.Payload = &env
 	r.job.State = store.Ready
 	r.job.AwaitingUntil = 0
+	s.relist(r)
 	s.leases.push(entry{at: r.job.ClaimedBy.LeaseExpiresAt, rec: r})
 	return nil
 }
@@ -449,7 +452,7 @@ func (s *Store) siteJobs(siteID string, keep func(*store.Job) bool) []store.Job 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var recs []*record
-	for r := range s.bySite[siteID] {
+	for r := range s.listed[siteID] {
 		if keep(&r.job) {
 			recs = append(recs, r)
 		}
