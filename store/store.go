@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/byollm/relayd/protocol"
 )
@@ -55,6 +56,24 @@ type Job struct {
 	Payload     *protocol.SealedEnvelope
 	Result      *protocol.SealedEnvelope
 	Disposition string
+}
+
+// Clone returns a copy of j that shares nothing a caller could change.
+func (j Job) Clone() Job {
+	j.RefusedBy = slices.Clone(j.RefusedBy)
+	if j.ClaimedBy != nil {
+		c := *j.ClaimedBy
+		j.ClaimedBy = &c
+	}
+	if j.Payload != nil {
+		p := *j.Payload
+		j.Payload = &p
+	}
+	if j.Result != nil {
+		r := *j.Result
+		j.Result = &r
+	}
+	return j
 }
 
 // Presence is what the relay knows of a paired runner.

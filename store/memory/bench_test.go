@@ -12,7 +12,12 @@ import (
 	"github.com/byollm/relayd/store/memory"
 )
 
-var depths = []int{1_000, 10_000, 100_000, 1_000_000}
+var (
+	depths = []int{1_000, 10_000, 100_000, 1_000_000}
+	// claimOneForAlice asks for one job of alice's on the site.
+	claimOneForAlice = store.ClaimInput{RunnerID: "runner", Owner: "alice", Routes: []store.Route{{SiteID: "site", Owner: "alice"}},
+		Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: 60_000}
+)
 
 // backlog returns a store with depth jobs of the site queued for an owner
 // nobody serves, and a stub maker for more.
@@ -39,8 +44,7 @@ func BenchmarkClaimWithQueued(b *testing.B) {
 		b.Run(fmt.Sprintf("queued=%d", depth), func(b *testing.B) {
 			ctx := b.Context()
 			s, stub := backlog(b, depth)
-			in := store.ClaimInput{RunnerID: "runner", Owner: "alice", Routes: []store.Route{{SiteID: "site", Owner: "alice"}},
-				Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: 60_000}
+			in := claimOneForAlice
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				b.StopTimer()
@@ -65,8 +69,7 @@ func BenchmarkListingsWithQueued(b *testing.B) {
 		b.Run(fmt.Sprintf("queued=%d", depth), func(b *testing.B) {
 			ctx := b.Context()
 			s, stub := backlog(b, depth)
-			in := store.ClaimInput{RunnerID: "runner", Owner: "alice", Routes: []store.Route{{SiteID: "site", Owner: "alice"}},
-				Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: 60_000}
+			in := claimOneForAlice
 			var granted []protocol.ClaimedStub
 			for _, id := range []string{"done", "awaiting"} {
 				if _, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: "site", Stub: stub(id, "alice")}); err != nil {

@@ -166,22 +166,9 @@ func idsInOrder(recs []*record) []string {
 
 // copyJob returns a deep copy, so callers never hold the store's own records.
 func copyJob(j *store.Job) store.Job {
-	c := *j
-	c.RefusedBy = slices.Clone(j.RefusedBy)
+	c := j.Clone()
 	if c.RefusedBy == nil {
 		c.RefusedBy = []string{}
-	}
-	if j.ClaimedBy != nil {
-		cl := *j.ClaimedBy
-		c.ClaimedBy = &cl
-	}
-	if j.Payload != nil {
-		p := *j.Payload
-		c.Payload = &p
-	}
-	if j.Result != nil {
-		r := *j.Result
-		c.Result = &r
 	}
 	return c
 }

@@ -1,7 +1,6 @@
 package valkey
 
 import (
-	"slices"
 	"sync"
 
 	"github.com/byollm/relayd/store"
@@ -51,31 +50,12 @@ func (l *listing) decode(id, record string, result *string) (store.Job, error) {
 	if result != nil {
 		if c, ok := l.prev[id]; ok && c.record == record && c.result == *result {
 			l.next[id] = c
-			return cloneJob(c.job), nil
+			return c.job.Clone(), nil
 		}
 	}
 	j, err := decodeJob(id, record, nil, result)
 	if err == nil && result != nil {
-		l.next[id] = cachedJob{record: record, result: *result, job: cloneJob(j)}
+		l.next[id] = cachedJob{record: record, result: *result, job: j.Clone()}
 	}
 	return j, err
-}
-
-// cloneJob copies what a caller could change through a job, so no two
-// callers share it.
-func cloneJob(j store.Job) store.Job {
-	if j.ClaimedBy != nil {
-		c := *j.ClaimedBy
-		j.ClaimedBy = &c
-	}
-	if j.Payload != nil {
-		p := *j.Payload
-		j.Payload = &p
-	}
-	if j.Result != nil {
-		r := *j.Result
-		j.Result = &r
-	}
-	j.RefusedBy = slices.Clone(j.RefusedBy)
-	return j
 }

@@ -29,7 +29,7 @@ func TestResultsListingReusesDecodingsOnlyOfUnchangedBytes(t *testing.T) {
 	first, err := s.Finished(ctx, testSite)
 	require.NoError(t, err)
 	require.Len(t, first, 2)
-	want := cloneJob(first[0])
+	want := first[0].Clone()
 
 	// A caller scribbling on its listing changes nobody else's.
 	first[0].Result.Ciphertext = "scribbled"
