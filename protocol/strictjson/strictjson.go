@@ -279,18 +279,12 @@ func (p *parser) object(depth int) (Value, error) {
 			return Value{}, err
 		}
 		v.Members = append(v.Members, Member{Key: key, Value: member})
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return Value{}, p.fail(ErrSyntax, "unexpected end")
+		done, err := p.afterItem('}')
+		if err != nil {
+			return Value{}, err
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
+		if done {
 			return v, nil
-		default:
-			return Value{}, p.fail(ErrSyntax, "expected ',' or '}'")
 		}
 	}
 }
@@ -313,20 +307,32 @@ func (p *parser) array(depth int) (Value, error) {
 			return Value{}, err
 		}
 		v.Items = append(v.Items, item)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return Value{}, p.fail(ErrSyntax, "unexpected end")
+		done, err := p.afterItem(']')
+		if err != nil {
+			return Value{}, err
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
+		if done {
 			return v, nil
-		default:
-			return Value{}, p.fail(ErrSyntax, "expected ',' or ']'")
 		}
 	}
+}
+
+// afterItem reads what follows a member or an item: a ',' before another,
+// or the closing bracket, which ends the object or array (done).
+func (p *parser) afterItem(closing byte) (done bool, err error) {
+	p.skipSpace()
+	if p.pos >= len(p.data) {
+		return false, p.fail(ErrSyntax, "unexpected end")
+	}
+	switch p.data[p.pos] {
+	case ',':
+		p.pos++
+		return false, nil
+	case closing:
+		p.pos++
+		return true, nil
+	}
+	return false, p.fail(ErrSyntax, "expected ',' or '"+string(closing)+"'")
 }
 
 // number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and keeps
