@@ -87,28 +87,41 @@ func (r *Relay) daemonPlane(c echo.Context, endpoint string, h daemonHandler) er
 	}
 	// From here every call stamps the runner's presence (G7), before the
 	// schema is checked. Claim, fetch and result stamp it within their own
-	// store operation, saving a round trip on the hot path; every other
-	// way out goes through touch first.
+	// store operation, saving a round trip on the hot path, and go through
+	// refuse when they stop before it; every other endpoint stamps here.
 	q.who, q.proj = who, proj
+	if !stampsInOperation(endpoint) {
+		if ok, err := r.touch(q); !ok {
+			return err
+		}
+	}
 	return h(r, q)
 }
 
-// touch stamps the caller's presence on its own, for a call whose store
-// operation does not. It reports false once it has answered a store
-// failure.
-func (r *Relay) touch(q *daemonCall) bool {
-	if _, err := r.cfg.Store.Touch(q.ctx(), q.who.RunnerID); err != nil {
-		_ = storeFailure(q.c, r.cfg.Logger, "touch", err)
-		return false
+// stampsInOperation names the endpoints whose store operation stamps the
+// caller's presence itself (the Touch flag).
+func stampsInOperation(endpoint string) bool {
+	switch endpoint {
+	case "claim", "fetch", "result":
+		return true
 	}
-	return true
+	return false
+}
+
+// touch stamps the caller's presence on its own. When the store fails it
+// answers that and reports false, with the answer's write error.
+func (r *Relay) touch(q *daemonCall) (bool, error) {
+	if _, err := r.cfg.Store.Touch(q.ctx(), q.who.RunnerID); err != nil {
+		return false, storeFailure(q.c, r.cfg.Logger, "touch", err)
+	}
+	return true, nil
 }
 
 // refuse answers a refusal given before the call's store operation ran,
 // stamping the caller's presence first.
 func (r *Relay) refuse(q *daemonCall, refusal *protocol.Refusal) error {
-	if !r.touch(q) {
-		return nil
+	if ok, err := r.touch(q); !ok {
+		return err
 	}
 	return writeRefusal(q.c, refusal)
 }
@@ -241,9 +254,6 @@ func (r *Relay) result(q *daemonCall) error {
 }
 
 func (r *Relay) heartbeat(q *daemonCall) error {
-	if !r.touch(q) {
-		return nil
-	}
 	req, err := r.decoder.Heartbeat(q.body)
 	if err != nil {
 		return writeRefusal(q.c, schemaRefusal())
@@ -271,9 +281,6 @@ func (r *Relay) heartbeat(q *daemonCall) error {
 }
 
 func (r *Relay) release(q *daemonCall) error {
-	if !r.touch(q) {
-		return nil
-	}
 	req, err := r.decoder.Release(q.body)
 	if err != nil {
 		return writeRefusal(q.c, schemaRefusal())
