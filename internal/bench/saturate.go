@@ -58,28 +58,15 @@ func Saturate(ctx context.Context, addr string, workers int, d time.Duration) (S
 	}
 	defer st.Close()
 
-	var jobs atomic.Int64
-	errs := make(chan error, workers)
 	before, err := readValkeyStats(ctx, addr)
 	if err != nil {
 		return Saturation{}, err
 	}
-	start := time.Now()
-	runCtx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			if err := saturateWorker(runCtx, st, w, &jobs); err != nil && runCtx.Err() == nil {
-				errs <- err
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
+	var jobs atomic.Int64
+	elapsed, err := runFor(ctx, workers, d, func(ctx context.Context, w int) error {
+		return saturateWorker(ctx, st, w, &jobs)
+	})
+	if err != nil {
 		return Saturation{}, err
 	}
 	after, err := readValkeyStats(ctx, addr)
@@ -103,30 +90,42 @@ func Saturate(ctx context.Context, addr string, workers int, d time.Duration) (S
 func trivialScripts(ctx context.Context, c vk.Client, workers int, d time.Duration) (float64, error) {
 	script := vk.NewLuaScript("return 1")
 	var calls atomic.Int64
-	var failed atomic.Value
+	elapsed, err := runFor(ctx, workers, d, func(ctx context.Context, _ int) error {
+		for ctx.Err() == nil {
+			if err := script.Exec(ctx, c, nil, nil).Error(); err != nil {
+				return fmt.Errorf("saturate: trivial script: %w", err)
+			}
+			calls.Add(1)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(calls.Load()) / elapsed.Seconds(), nil
+}
+
+// runFor runs work on workers goroutines until d has passed, and reports
+// how long they ran. The first error that is not the deadline's stops them
+// all and is returned.
+func runFor(ctx context.Context, workers int, d time.Duration, work func(ctx context.Context, worker int) error) (time.Duration, error) {
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	errs := make(chan error, workers)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range workers {
+	for w := range workers {
 		wg.Go(func() {
-			for runCtx.Err() == nil {
-				if err := script.Exec(runCtx, c, nil, nil).Error(); err != nil {
-					if runCtx.Err() == nil {
-						failed.Store(err)
-						cancel()
-					}
-					return
-				}
-				calls.Add(1)
+			if err := work(runCtx, w); err != nil && runCtx.Err() == nil {
+				errs <- err
+				cancel()
 			}
 		})
 	}
 	wg.Wait()
-	if err, ok := failed.Load().(error); ok {
-		return 0, fmt.Errorf("saturate: trivial script: %w", err)
-	}
-	return float64(calls.Load()) / time.Since(start).Seconds(), nil
+	elapsed := time.Since(start)
+	close(errs)
+	return elapsed, <-errs
 }
 
 // saturateWorker routes jobs of its own owner until ctx ends, counting the
