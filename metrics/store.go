@@ -50,30 +50,30 @@ func (i *instrumented) Claim(ctx context.Context, in store.ClaimInput) (jobs []p
 	return jobs, err
 }
 
-func (i *instrumented) TakePayload(ctx context.Context, in store.LeaseInput) (env protocol.SealedEnvelope, err error) {
+func (i *instrumented) Fetch(ctx context.Context, in store.LeaseInput) (env protocol.SealedEnvelope, err error) {
 	start := time.Now()
-	env, err = i.next.TakePayload(ctx, in)
+	env, err = i.next.Fetch(ctx, in)
 	i.observe("takePayload", start, err)
 	return env, err
 }
 
-func (i *instrumented) Complete(ctx context.Context, in store.CompleteInput) (res store.CompleteResult, err error) {
+func (i *instrumented) Result(ctx context.Context, in store.ResultInput) (res store.ResultOutcome, err error) {
 	start := time.Now()
-	res, err = i.next.Complete(ctx, in)
+	res, err = i.next.Result(ctx, in)
 	i.observe("complete", start, err)
 	return res, err
 }
 
-func (i *instrumented) ReleaseLeases(ctx context.Context, in store.ReleaseInput) (ids []string, err error) {
+func (i *instrumented) Release(ctx context.Context, in store.ReleaseInput) (ids []string, err error) {
 	start := time.Now()
-	ids, err = i.next.ReleaseLeases(ctx, in)
+	ids, err = i.next.Release(ctx, in)
 	i.observe("releaseLeases", start, err)
 	return ids, err
 }
 
-func (i *instrumented) Seal(ctx context.Context, in store.SealInput) (err error) {
+func (i *instrumented) Payload(ctx context.Context, in store.PayloadInput) (err error) {
 	start := time.Now()
-	err = i.next.Seal(ctx, in)
+	err = i.next.Payload(ctx, in)
 	i.observe("seal", start, err)
 	return err
 }
@@ -92,18 +92,18 @@ func (i *instrumented) CancelRequests(ctx context.Context, runnerID string) (ids
 	return ids, err
 }
 
-func (i *instrumented) RenewLeases(ctx context.Context, in store.RenewInput) (res store.RenewResult, err error) {
+func (i *instrumented) Renew(ctx context.Context, in store.RenewInput) (res store.RenewResult, err error) {
 	start := time.Now()
-	res, err = i.next.RenewLeases(ctx, in)
+	res, err = i.next.Renew(ctx, in)
 	i.observe("renewLeases", start, err)
 	i.m.leasesRenewed.Add(float64(len(res.Renewed)))
 	i.m.leasesLost.Add(float64(len(res.Lost)))
 	return res, err
 }
 
-func (i *instrumented) Seen(ctx context.Context, in store.SeenInput) (p store.Presence, err error) {
+func (i *instrumented) Pair(ctx context.Context, in store.PairInput) (p store.Presence, err error) {
 	start := time.Now()
-	p, err = i.next.Seen(ctx, in)
+	p, err = i.next.Pair(ctx, in)
 	i.observe("seen", start, err)
 	return p, err
 }
@@ -138,16 +138,16 @@ func (i *instrumented) Jobs(ctx context.Context, limit int) (jobs []store.Job, e
 	return jobs, err
 }
 
-func (i *instrumented) Awaiting(ctx context.Context, siteID string) (jobs []store.Job, err error) {
+func (i *instrumented) Pending(ctx context.Context, siteID string) (jobs []store.Job, err error) {
 	start := time.Now()
-	jobs, err = i.next.Awaiting(ctx, siteID)
+	jobs, err = i.next.Pending(ctx, siteID)
 	i.observe("awaiting", start, err)
 	return jobs, err
 }
 
-func (i *instrumented) Finished(ctx context.Context, siteID string) (jobs []store.Job, err error) {
+func (i *instrumented) Results(ctx context.Context, siteID string) (jobs []store.Job, err error) {
 	start := time.Now()
-	jobs, err = i.next.Finished(ctx, siteID)
+	jobs, err = i.next.Results(ctx, siteID)
 	i.observe("finished", start, err)
 	return jobs, err
 }
@@ -159,9 +159,9 @@ func (i *instrumented) Presence(ctx context.Context, runnerID string) (p store.P
 	return p, ok, err
 }
 
-func (i *instrumented) Everyone(ctx context.Context, limit int) (ps []store.Presence, err error) {
+func (i *instrumented) Runners(ctx context.Context, limit int) (ps []store.Presence, err error) {
 	start := time.Now()
-	ps, err = i.next.Everyone(ctx, limit)
+	ps, err = i.next.Runners(ctx, limit)
 	i.observe("everyone", start, err)
 	return ps, err
 }

@@ -181,7 +181,7 @@ func (r *Relay) pair(c echo.Context) error {
 	// pairing is unsigned, and an old but self-consistent key set is public,
 	// so storing what was sent would let anyone roll a device back to a
 	// retired encryption key (G7).
-	if _, err := r.cfg.Store.Seen(c.Request().Context(), store.SeenInput{RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device}); err != nil {
+	if _, err := r.cfg.Store.Pair(c.Request().Context(), store.PairInput{RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device}); err != nil {
 		return storeFailure(c, r.cfg.Logger, "seen", err)
 	}
 	return writeJSON(c, http.StatusOK, protocol.PairResponse{ProtocolVersion: protocol.Version, RunnerID: approved.RunnerID, Site: site.Site})
@@ -224,7 +224,7 @@ func (r *Relay) fetch(q *daemonCall) error {
 	if err != nil {
 		return r.refuse(q, schemaRefusal())
 	}
-	env, err := r.cfg.Store.TakePayload(q.ctx(), store.LeaseInput{JobID: req.JobID, RunnerID: q.who.RunnerID, LeaseID: req.LeaseID, Touch: true})
+	env, err := r.cfg.Store.Fetch(q.ctx(), store.LeaseInput{JobID: req.JobID, RunnerID: q.who.RunnerID, LeaseID: req.LeaseID, Touch: true})
 	if refusal := leaseRefusal(store.RefusalOf(err)); refusal != nil {
 		return writeRefusal(q.c, refusal)
 	}
@@ -239,7 +239,7 @@ func (r *Relay) result(q *daemonCall) error {
 	if err != nil {
 		return r.refuse(q, schemaRefusal())
 	}
-	res, err := r.cfg.Store.Complete(q.ctx(), store.CompleteInput{
+	res, err := r.cfg.Store.Result(q.ctx(), store.ResultInput{
 		LeaseInput:  store.LeaseInput{JobID: req.JobID, RunnerID: q.who.RunnerID, LeaseID: req.LeaseID, Touch: true},
 		Envelope:    req.Envelope,
 		Disposition: req.Disposition,
@@ -273,7 +273,7 @@ func (r *Relay) heartbeat(q *daemonCall) error {
 	if err != nil {
 		return storeFailure(q.c, r.cfg.Logger, "cancelRequests", err)
 	}
-	renewed, err := r.cfg.Store.RenewLeases(q.ctx(), store.RenewInput{RunnerID: q.who.RunnerID, Leases: req.ActiveLeases, LeaseMs: r.cfg.LeaseMs})
+	renewed, err := r.cfg.Store.Renew(q.ctx(), store.RenewInput{RunnerID: q.who.RunnerID, Leases: req.ActiveLeases, LeaseMs: r.cfg.LeaseMs})
 	if err != nil {
 		return storeFailure(q.c, r.cfg.Logger, "renewLeases", err)
 	}
@@ -285,7 +285,7 @@ func (r *Relay) release(q *daemonCall) error {
 	if err != nil {
 		return writeRefusal(q.c, schemaRefusal())
 	}
-	released, err := r.cfg.Store.ReleaseLeases(q.ctx(), store.ReleaseInput{RunnerID: q.who.RunnerID, Leases: req.Leases, Reason: req.Reason})
+	released, err := r.cfg.Store.Release(q.ctx(), store.ReleaseInput{RunnerID: q.who.RunnerID, Leases: req.Leases, Reason: req.Reason})
 	if err != nil {
 		return storeFailure(q.c, r.cfg.Logger, "releaseLeases", err)
 	}

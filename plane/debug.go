@@ -34,7 +34,7 @@ func (r *Relay) serveDebug(c echo.Context) error {
 	if err != nil {
 		return storeFailure(c, r.cfg.Logger, "jobs", err)
 	}
-	people, err := r.cfg.Store.Everyone(ctx, debugLimit)
+	people, err := r.cfg.Store.Runners(ctx, debugLimit)
 	if err != nil {
 		return storeFailure(c, r.cfg.Logger, "everyone", err)
 	}

@@ -249,7 +249,7 @@ func TestFreezeGate10_DeviceNoHumanApprovedIsRefused(t *testing.T) { // F24, A16
 		stranger := b.daemon(t, "stranger")
 		_, err := stranger.Pair(b.ctx, "alice")
 		requireRefused(t, err, 403, bodyDeviceNotApproved)
-		people, err := b.store.Everyone(b.ctx, 0)
+		people, err := b.store.Runners(b.ctx, 0)
 		require.NoError(t, err)
 		require.Empty(t, people, "a refused pairing leaves no presence")
 

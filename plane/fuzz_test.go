@@ -112,7 +112,7 @@ func (w *fuzzWorld) state(t *testing.T) *fuzzState {
 		}
 	}
 	for _, d := range []struct{ name, owner, runner string }{{"alice", "alice", "runner_alice"}, {"bob", "bob", "runner_bob"}, {"carol", "carol", "runner_carol"}} {
-		_, err := st.Seen(ctx, store.SeenInput{RunnerID: d.runner, Owner: d.owner, Device: w.keys[d.name].Public()})
+		_, err := st.Pair(ctx, store.PairInput{RunnerID: d.runner, Owner: d.owner, Device: w.keys[d.name].Public()})
 		must(err)
 	}
 	siteKeyID := w.keys["site"].KeyID()
@@ -142,14 +142,14 @@ func (w *fuzzWorld) state(t *testing.T) *fuzzState {
 		if id == "job-awaiting" {
 			continue
 		}
-		must(st.Seal(ctx, store.SealInput{JobID: id, SiteID: siteMain, Envelope: envelope("SECRET-PAYLOAD-"+id, protocol.DirectionPayload)}))
+		must(st.Payload(ctx, store.PayloadInput{JobID: id, SiteID: siteMain, Envelope: envelope("SECRET-PAYLOAD-"+id, protocol.DirectionPayload)}))
 		if id == "job-ready" {
 			continue
 		}
-		_, err = st.TakePayload(ctx, l)
+		_, err = st.Fetch(ctx, l)
 		must(err)
 		if id == "job-done" {
-			_, err = st.Complete(ctx, store.CompleteInput{LeaseInput: l, Envelope: envelope("SECRET-RESULT-"+id, protocol.DirectionResult), Disposition: protocol.DispositionOK})
+			_, err = st.Result(ctx, store.ResultInput{LeaseInput: l, Envelope: envelope("SECRET-RESULT-"+id, protocol.DirectionResult), Disposition: protocol.DispositionOK})
 			must(err)
 		}
 	}
@@ -186,7 +186,7 @@ func (s *fuzzState) snapshot(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	people, err := s.store.Everyone(context.Background(), 0)
+	people, err := s.store.Runners(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -611,7 +611,7 @@ func (b *bundle) dumpState(t *testing.T) string {
 	t.Helper()
 	jobs, err := b.store.Jobs(b.ctx, 0)
 	require.NoError(t, err)
-	people, err := b.store.Everyone(b.ctx, 0)
+	people, err := b.store.Runners(b.ctx, 0)
 	require.NoError(t, err)
 	return fmt.Sprintf("%s\n%s", mustJSON(t, jobs), mustJSON(t, people))
 }

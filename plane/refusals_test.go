@@ -308,7 +308,7 @@ func TestPairIsIdempotentAndNamesTheSitesIdentity(t *testing.T) { // A5.7, A5.1,
 		for range 2 {
 			requireAnswer(t, postPair(t, b, pairBody(t, "alice", b.keys["alice"].Public())), 200, want)
 		}
-		people, err := b.store.Everyone(b.ctx, 0)
+		people, err := b.store.Runners(b.ctx, 0)
 		require.NoError(t, err)
 		require.Len(t, people, 1)
 	})

@@ -106,7 +106,7 @@ func (r *Relay) enqueue(q *siteCall, v any) error {
 
 func (r *Relay) payload(q *siteCall, v any) error {
 	req := v.(protocol.PayloadRequest)
-	err := r.cfg.Store.Seal(q.ctx(), store.SealInput{JobID: req.JobID, SiteID: q.site.SiteID, Envelope: req.Envelope})
+	err := r.cfg.Store.Payload(q.ctx(), store.PayloadInput{JobID: req.JobID, SiteID: q.site.SiteID, Envelope: req.Envelope})
 	if err == nil {
 		return writeJSON(q.c, http.StatusOK, protocol.PayloadResponse{JobID: req.JobID, State: string(store.Ready)})
 	}
@@ -135,7 +135,7 @@ func (r *Relay) pending(q *siteCall, _ any) error {
 	if _, err := r.cfg.Store.Sweep(q.ctx()); err != nil {
 		return storeFailure(q.c, r.cfg.Logger, "sweep", err)
 	}
-	jobs, err := r.cfg.Store.Awaiting(q.ctx(), q.site.SiteID)
+	jobs, err := r.cfg.Store.Pending(q.ctx(), q.site.SiteID)
 	if err != nil {
 		return storeFailure(q.c, r.cfg.Logger, "awaiting", err)
 	}
@@ -153,7 +153,7 @@ func (r *Relay) pending(q *siteCall, _ any) error {
 }
 
 func (r *Relay) results(q *siteCall, _ any) error {
-	jobs, err := r.cfg.Store.Finished(q.ctx(), q.site.SiteID)
+	jobs, err := r.cfg.Store.Results(q.ctx(), q.site.SiteID)
 	if err != nil {
 		return storeFailure(q.c, r.cfg.Logger, "finished", err)
 	}

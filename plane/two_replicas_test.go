@@ -62,7 +62,7 @@ func TestTwoReplicas_SharedStoreShowsBothDaemonsToBothReplicas(t *testing.T) { /
 			_, err := d.Heartbeat(b.ctx, nil)
 			require.NoError(t, err, "%s through the other replica", c.runner)
 		}
-		people, err := b.store.Everyone(b.ctx, 0)
+		people, err := b.store.Runners(b.ctx, 0)
 		require.NoError(t, err)
 		require.Len(t, people, 2)
 	})
@@ -81,7 +81,7 @@ func TestTwoReplicas_SeparateStoresShareNothing(t *testing.T) { // F81, F82
 		require.Equal(t, 200, resp.Status)
 		far := b.raw(t, client.RawRequest{BaseURL: second, Method: "POST", Path: "/byollm/heartbeat", Header: d.SignHeaders("heartbeat", heartbeatBody(t, "runner_alice")), Body: heartbeatBody(t, "runner_alice")})
 		requireAnswer(t, far, 401, bodyRunnerUnknown)
-		people, err := own.Everyone(b.ctx, 0)
+		people, err := own.Runners(b.ctx, 0)
 		require.NoError(t, err)
 		require.Empty(t, people)
 		jobs, err := own.Jobs(b.ctx, 0)

@@ -131,16 +131,16 @@ type LeaseInput struct {
 	Touch bool
 }
 
-// CompleteInput delivers a result under a grant.
-type CompleteInput struct {
+// ResultInput delivers a result under a grant.
+type ResultInput struct {
 	LeaseInput
 	Envelope    protocol.SealedEnvelope
 	Disposition string
 }
 
-// CompleteResult reports whether the result was recorded now (Duplicate
+// ResultOutcome reports whether the result was recorded now (Duplicate
 // false) or had already been recorded under this same grant.
-type CompleteResult struct {
+type ResultOutcome struct {
 	Duplicate bool
 }
 
@@ -152,8 +152,8 @@ type ReleaseInput struct {
 	Reason   string
 }
 
-// SealInput attaches a site's sealed payload to a claimed job.
-type SealInput struct {
+// PayloadInput attaches a site's sealed payload to a claimed job.
+type PayloadInput struct {
 	JobID    string
 	SiteID   string
 	Envelope protocol.SealedEnvelope
@@ -184,8 +184,8 @@ type RenewResult struct {
 	Lost    []string
 }
 
-// SeenInput records a pairing.
-type SeenInput struct {
+// PairInput records a pairing.
+type PairInput struct {
 	RunnerID string
 	Owner    string
 	Device   protocol.PublicIdentity
@@ -204,8 +204,12 @@ type SweepResult struct {
 // Any operation that touches a job first applies that job's passed deadlines
 // on the store clock (job deadline: deleted; sealing window or lease: back to
 // the queue), so no caller ever acts on a job whose time ran out, whether or
-// not a sweep ran. Reads (Job, Jobs, Awaiting, Finished, Presence, Everyone)
+// not a sweep ran. Reads (Job, Jobs, Pending, Results, Presence, Runners)
 // report what is stored and change nothing.
+//
+// Each method that serves one wire operation carries that operation's name
+// (Fetch serves fetch, Payload serves site/payload, Pending serves
+// site/pending), so one name leads from the wire to the store.
 //
 // Expected outcomes that refuse a request are returned as *Refusal errors;
 // any other error means the store could not answer and the request may be
@@ -224,22 +228,22 @@ type RoutingStore interface {
 	// refused by this runner and, for "self" jobs, owned by the device's owner.
 	Claim(ctx context.Context, in ClaimInput) ([]protocol.ClaimedStub, error)
 
-	// TakePayload hands the sealed payload to the holder and marks the job
+	// Fetch hands the sealed payload to the holder and marks the job
 	// running. Refusals: RefusedNotFound, RefusedNotHolder,
 	// RefusedStaleLease, RefusedFinished, RefusedNotReady.
-	TakePayload(ctx context.Context, in LeaseInput) (protocol.SealedEnvelope, error)
+	Fetch(ctx context.Context, in LeaseInput) (protocol.SealedEnvelope, error)
 
-	// Complete records a result once. A replay under the same grant is a
+	// Result records a result once. A replay under the same grant is a
 	// duplicate. Refusals: RefusedNotFound, RefusedNotHolder, RefusedStaleLease.
-	Complete(ctx context.Context, in CompleteInput) (CompleteResult, error)
+	Result(ctx context.Context, in ResultInput) (ResultOutcome, error)
 
-	// ReleaseLeases requeues the unfinished jobs whose named grant the runner
+	// Release requeues the unfinished jobs whose named grant the runner
 	// holds, returning their ids in request order.
-	ReleaseLeases(ctx context.Context, in ReleaseInput) ([]string, error)
+	Release(ctx context.Context, in ReleaseInput) ([]string, error)
 
-	// Seal stores the payload of a job awaiting it. Refusals:
+	// Payload stores the payload of a job awaiting it. Refusals:
 	// RefusedNotFound (missing or another site's), RefusedTooLate (with Was).
-	Seal(ctx context.Context, in SealInput) error
+	Payload(ctx context.Context, in PayloadInput) error
 
 	// Cancel flags a site's job as cancelled, reporting whether it exists.
 	Cancel(ctx context.Context, in CancelInput) (bool, error)
@@ -247,12 +251,12 @@ type RoutingStore interface {
 	// CancelRequests lists the unfinished cancelled jobs the runner holds.
 	CancelRequests(ctx context.Context, runnerID string) ([]string, error)
 
-	// RenewLeases extends each named grant the runner still holds.
-	RenewLeases(ctx context.Context, in RenewInput) (RenewResult, error)
+	// Renew extends each named grant the runner still holds.
+	Renew(ctx context.Context, in RenewInput) (RenewResult, error)
 
-	// Seen records a pairing: it creates the runner's presence or refreshes
+	// Pair records a pairing: it creates the runner's presence or refreshes
 	// its owner and keys, stamping LastSeenAt.
-	Seen(ctx context.Context, in SeenInput) (Presence, error)
+	Pair(ctx context.Context, in PairInput) (Presence, error)
 
 	// Touch stamps LastSeenAt of an existing presence; it reports false when
 	// the runner has none.
@@ -265,16 +269,16 @@ type RoutingStore interface {
 	Job(ctx context.Context, id string) (Job, bool, error)
 	// Jobs returns up to limit jobs in first-enqueue order (all when limit <= 0).
 	Jobs(ctx context.Context, limit int) ([]Job, error)
-	// Awaiting returns the site's jobs awaiting a payload, in first-enqueue order.
-	Awaiting(ctx context.Context, siteID string) ([]Job, error)
-	// Finished returns the site's done jobs that hold a result, in
+	// Pending returns the site's jobs awaiting a payload, in first-enqueue order.
+	Pending(ctx context.Context, siteID string) ([]Job, error)
+	// Results returns the site's done jobs that hold a result, in
 	// first-enqueue order, without their payloads: sites poll it, and the
 	// payload is theirs already.
-	Finished(ctx context.Context, siteID string) ([]Job, error)
+	Results(ctx context.Context, siteID string) ([]Job, error)
 	// Presence returns one runner's presence.
 	Presence(ctx context.Context, runnerID string) (Presence, bool, error)
-	// Everyone returns up to limit presences in first-pair order (all when limit <= 0).
-	Everyone(ctx context.Context, limit int) ([]Presence, error)
+	// Runners returns up to limit presences in first-pair order (all when limit <= 0).
+	Runners(ctx context.Context, limit int) ([]Presence, error)
 
 	// Ping reports whether the store can answer.
 	Ping(ctx context.Context) error

@@ -135,7 +135,7 @@ func saturateWorker(ctx context.Context, st store.RoutingStore, w int, jobs *ato
 	runner := "saturate-runner-" + strconv.Itoa(w)
 	owner := "saturate-owner-" + strconv.Itoa(w)
 	device := protocol.PublicIdentity{Identity: "id-" + runner, Encryption: "enc-" + runner, EncryptionSig: "sig-" + runner}
-	if _, err := st.Seen(ctx, store.SeenInput{RunnerID: runner, Owner: owner, Device: device}); err != nil {
+	if _, err := st.Pair(ctx, store.PairInput{RunnerID: runner, Owner: owner, Device: device}); err != nil {
 		return fmt.Errorf("saturate: seen: %w", err)
 	}
 	ciphertext := make([]byte, 256)
@@ -172,19 +172,19 @@ func saturateWorker(ctx context.Context, st store.RoutingStore, w int, jobs *ato
 			return fmt.Errorf("saturate: claim granted %d jobs, not %s", len(granted), id)
 		}
 		lease := store.LeaseInput{JobID: id, RunnerID: runner, LeaseID: granted[0].Lease.ID, Touch: true}
-		if err := st.Seal(ctx, store.SealInput{JobID: id, SiteID: siteID, Envelope: envelope(protocol.DirectionPayload, deadline)}); err != nil {
+		if err := st.Payload(ctx, store.PayloadInput{JobID: id, SiteID: siteID, Envelope: envelope(protocol.DirectionPayload, deadline)}); err != nil {
 			return fmt.Errorf("saturate: seal: %w", err)
 		}
 		if err := daemonAuth(); err != nil {
 			return fmt.Errorf("saturate: auth: %w", err)
 		}
-		if _, err := st.TakePayload(ctx, lease); err != nil {
+		if _, err := st.Fetch(ctx, lease); err != nil {
 			return fmt.Errorf("saturate: take payload: %w", err)
 		}
 		if err := daemonAuth(); err != nil {
 			return fmt.Errorf("saturate: auth: %w", err)
 		}
-		if _, err := st.Complete(ctx, store.CompleteInput{LeaseInput: lease, Envelope: envelope(protocol.DirectionResult, deadline),
+		if _, err := st.Result(ctx, store.ResultInput{LeaseInput: lease, Envelope: envelope(protocol.DirectionResult, deadline),
 			Disposition: "ok"}); err != nil {
 			return fmt.Errorf("saturate: complete: %w", err)
 		}

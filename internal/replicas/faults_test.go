@@ -174,7 +174,7 @@ func snapshot(t *testing.T, ctx context.Context, st store.RoutingStore) routingS
 	t.Helper()
 	jobs, err := st.Jobs(ctx, 0)
 	require.NoError(t, err)
-	people, err := st.Everyone(ctx, 0)
+	people, err := st.Runners(ctx, 0)
 	require.NoError(t, err)
 	require.NotEmpty(t, jobs)
 	require.NotEmpty(t, people)

@@ -82,15 +82,15 @@ func BenchmarkListingsWithQueued(b *testing.B) {
 				granted = append(granted, got...)
 			}
 			lease := store.LeaseInput{JobID: "done", RunnerID: "runner", LeaseID: granted[0].Lease.ID}
-			if _, err := s.Complete(ctx, store.CompleteInput{LeaseInput: lease, Disposition: protocol.DispositionOK}); err != nil {
+			if _, err := s.Result(ctx, store.ResultInput{LeaseInput: lease, Disposition: protocol.DispositionOK}); err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				awaiting, err := s.Awaiting(ctx, "site")
+				awaiting, err := s.Pending(ctx, "site")
 				if err != nil || len(awaiting) != 1 {
 					b.Fatalf("awaiting: %v, %d listed", err, len(awaiting))
 				}
-				finished, err := s.Finished(ctx, "site")
+				finished, err := s.Results(ctx, "site")
 				if err != nil || len(finished) != 1 {
 					b.Fatalf("finished: %v, %d listed", err, len(finished))
 				}

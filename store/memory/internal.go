@@ -125,8 +125,8 @@ func (s *Store) remove(r *record) {
 	}
 }
 
-// relist keeps a job in its site's listing index exactly while Awaiting or
-// Finished would show it, so a poll reads those jobs and not every job of
+// relist keeps a job in its site's listing index exactly while Pending or
+// Results would show it, so a poll reads those jobs and not every job of
 // the site. Call it after every change of state.
 func (s *Store) relist(r *record) {
 	j := &r.job

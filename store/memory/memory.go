@@ -183,8 +183,8 @@ func (s *Store) nextCandidate(cursors []*cursor, runner string) *record {
 	}
 }
 
-// TakePayload implements store.RoutingStore.
-func (s *Store) TakePayload(_ context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
+// Fetch implements store.RoutingStore.
+func (s *Store) Fetch(_ context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -206,8 +206,8 @@ func (s *Store) TakePayload(_ context.Context, in store.LeaseInput) (protocol.Se
 	return *r.job.Payload, nil
 }
 
-// Complete implements store.RoutingStore.
-func (s *Store) Complete(_ context.Context, in store.CompleteInput) (store.CompleteResult, error) {
+// Result implements store.RoutingStore.
+func (s *Store) Result(_ context.Context, in store.ResultInput) (store.ResultOutcome, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -217,13 +217,13 @@ func (s *Store) Complete(_ context.Context, in store.CompleteInput) (store.Compl
 	r := s.live(in.JobID, now)
 	switch {
 	case r == nil:
-		return store.CompleteResult{}, store.Refuse(store.RefusedNotFound)
+		return store.ResultOutcome{}, store.Refuse(store.RefusedNotFound)
 	case r.job.ClaimedBy == nil || r.job.ClaimedBy.RunnerID != in.RunnerID:
-		return store.CompleteResult{}, store.Refuse(store.RefusedNotHolder)
+		return store.ResultOutcome{}, store.Refuse(store.RefusedNotHolder)
 	case r.job.ClaimedBy.LeaseID != in.LeaseID:
-		return store.CompleteResult{}, store.Refuse(store.RefusedStaleLease)
+		return store.ResultOutcome{}, store.Refuse(store.RefusedStaleLease)
 	case r.job.State == store.Done:
-		return store.CompleteResult{Duplicate: true}, nil
+		return store.ResultOutcome{Duplicate: true}, nil
 	}
 	env := in.Envelope
 	r.job.Result = &env
@@ -233,11 +233,11 @@ func (s *Store) Complete(_ context.Context, in store.CompleteInput) (store.Compl
 	s.relist(r)
 	// A finished job is never named in cancel (G11), so it leaves the index.
 	delete(s.cancelled[r.job.ClaimedBy.RunnerID], r)
-	return store.CompleteResult{}, nil
+	return store.ResultOutcome{}, nil
 }
 
-// ReleaseLeases implements store.RoutingStore.
-func (s *Store) ReleaseLeases(_ context.Context, in store.ReleaseInput) ([]string, error) {
+// Release implements store.RoutingStore.
+func (s *Store) Release(_ context.Context, in store.ReleaseInput) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -256,8 +256,8 @@ func (s *Store) ReleaseLeases(_ context.Context, in store.ReleaseInput) ([]strin
 	return released, nil
 }
 
-// Seal implements store.RoutingStore.
-func (s *Store) Seal(_ context.Context, in store.SealInput) error {
+// Payload implements store.RoutingStore.
+func (s *Store) Payload(_ context.Context, in store.PayloadInput) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.live(in.JobID, s.now())
@@ -323,8 +323,8 @@ func (s *Store) CancelRequests(_ context.Context, runnerID string) ([]string, er
 	return idsInOrder(live), nil
 }
 
-// RenewLeases implements store.RoutingStore.
-func (s *Store) RenewLeases(_ context.Context, in store.RenewInput) (store.RenewResult, error) {
+// Renew implements store.RoutingStore.
+func (s *Store) Renew(_ context.Context, in store.RenewInput) (store.RenewResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -342,8 +342,8 @@ func (s *Store) RenewLeases(_ context.Context, in store.RenewInput) (store.Renew
 	return res, nil
 }
 
-// Seen implements store.RoutingStore.
-func (s *Store) Seen(_ context.Context, in store.SeenInput) (store.Presence, error) {
+// Pair implements store.RoutingStore.
+func (s *Store) Pair(_ context.Context, in store.PairInput) (store.Presence, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.presence[in.RunnerID]
@@ -434,13 +434,13 @@ func (s *Store) Jobs(_ context.Context, limit int) ([]store.Job, error) {
 	return out, nil
 }
 
-// Awaiting implements store.RoutingStore.
-func (s *Store) Awaiting(_ context.Context, siteID string) ([]store.Job, error) {
+// Pending implements store.RoutingStore.
+func (s *Store) Pending(_ context.Context, siteID string) ([]store.Job, error) {
 	return s.siteJobs(siteID, func(j *store.Job) bool { return j.State == store.AwaitingPayload }), nil
 }
 
-// Finished implements store.RoutingStore.
-func (s *Store) Finished(_ context.Context, siteID string) ([]store.Job, error) {
+// Results implements store.RoutingStore.
+func (s *Store) Results(_ context.Context, siteID string) ([]store.Job, error) {
 	jobs := s.siteJobs(siteID, func(j *store.Job) bool { return j.State == store.Done && j.Result != nil })
 	for i := range jobs {
 		jobs[i].Payload = nil
@@ -476,8 +476,8 @@ func (s *Store) Presence(_ context.Context, runnerID string) (store.Presence, bo
 	return *p, true, nil
 }
 
-// Everyone implements store.RoutingStore.
-func (s *Store) Everyone(_ context.Context, limit int) ([]store.Presence, error) {
+// Runners implements store.RoutingStore.
+func (s *Store) Runners(_ context.Context, limit int) ([]store.Presence, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []store.Presence{}

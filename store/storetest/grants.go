@@ -13,16 +13,16 @@ import (
 func init() {
 	register("takePayload",
 		testCase{"refuses an unknown job", func(t *testing.T, b *bundle) { // B7
-			_, err := b.s.TakePayload(b.ctx, store.LeaseInput{JobID: "nope", RunnerID: alice.runner, LeaseID: "x"})
+			_, err := b.s.Fetch(b.ctx, store.LeaseInput{JobID: "nope", RunnerID: alice.runner, LeaseID: "x"})
 			requireRefusal(t, err, store.RefusedNotFound)
 		}},
 		testCase{"refuses a runner that does not hold the job", func(t *testing.T, b *bundle) { // F76
 			b.enqueue(t, "unclaimed", "held")
-			_, err := b.s.TakePayload(b.ctx, store.LeaseInput{JobID: "unclaimed", RunnerID: alice.runner, LeaseID: "x"})
+			_, err := b.s.Fetch(b.ctx, store.LeaseInput{JobID: "unclaimed", RunnerID: alice.runner, LeaseID: "x"})
 			requireRefusal(t, err, store.RefusedNotHolder)
 			c := b.claimOne(t, alice)
 			b.seal(t, c)
-			_, err = b.s.TakePayload(b.ctx, store.LeaseInput{JobID: c.ID, RunnerID: bob.runner, LeaseID: c.Lease.ID})
+			_, err = b.s.Fetch(b.ctx, store.LeaseInput{JobID: c.ID, RunnerID: bob.runner, LeaseID: c.Lease.ID})
 			requireRefusal(t, err, store.RefusedNotHolder)
 		}},
 		testCase{"refuses a stale lease and honours the current one", func(t *testing.T, b *bundle) { // F74, F97
@@ -31,10 +31,10 @@ func init() {
 			b.seal(t, c)
 			stale := lease(c)
 			stale.LeaseID = "00000000-0000-4000-8000-000000000000"
-			_, err := b.s.TakePayload(b.ctx, stale)
+			_, err := b.s.Fetch(b.ctx, stale)
 			requireRefusal(t, err, store.RefusedStaleLease)
 			b.requireState(t, "a", store.Ready)
-			env, err := b.s.TakePayload(b.ctx, lease(c))
+			env, err := b.s.Fetch(b.ctx, lease(c))
 			require.NoError(t, err)
 			require.Equal(t, envelope(protocol.DirectionPayload, "a"), env)
 			b.requireState(t, "a", store.Running)
@@ -42,7 +42,7 @@ func init() {
 		testCase{"says not-ready until the site has sealed", func(t *testing.T, b *bundle) { // F88
 			b.enqueue(t, "a")
 			c := b.claimOne(t, alice)
-			_, err := b.s.TakePayload(b.ctx, lease(c))
+			_, err := b.s.Fetch(b.ctx, lease(c))
 			requireRefusal(t, err, store.RefusedNotReady)
 			b.requireState(t, "a", store.AwaitingPayload)
 		}},
@@ -50,10 +50,10 @@ func init() {
 			b.enqueue(t, "a")
 			c := b.claimOne(t, alice)
 			b.runToDone(t, c)
-			_, err := b.s.TakePayload(b.ctx, lease(c))
+			_, err := b.s.Fetch(b.ctx, lease(c))
 			requireRefusal(t, err, store.RefusedFinished)
 			b.requireState(t, "a", store.Done)
-			fin, err := b.s.Finished(b.ctx, Site)
+			fin, err := b.s.Results(b.ctx, Site)
 			require.NoError(t, err)
 			require.Equal(t, []string{"a"}, jobIDs(fin), "the result is still delivered")
 		}},
@@ -64,8 +64,8 @@ func init() {
 			b.enqueue(t, "a")
 			c := b.claimOne(t, alice)
 			b.seal(t, c)
-			require.Equal(t, store.CompleteResult{}, b.complete(t, c, protocol.DispositionOK))
-			require.Equal(t, store.CompleteResult{Duplicate: true}, b.complete(t, c, protocol.DispositionError))
+			require.Equal(t, store.ResultOutcome{}, b.complete(t, c, protocol.DispositionOK))
+			require.Equal(t, store.ResultOutcome{Duplicate: true}, b.complete(t, c, protocol.DispositionError))
 			j := b.requireState(t, "a", store.Done)
 			require.Equal(t, protocol.DispositionOK, j.Disposition)
 			require.Equal(t, envelope(protocol.DirectionResult, "a-ok"), *j.Result)
@@ -74,18 +74,18 @@ func init() {
 			b.enqueue(t, "a")
 			c := b.claimOne(t, alice)
 			b.runToDone(t, c)
-			_, err := b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: store.LeaseInput{JobID: "a", RunnerID: bob.runner, LeaseID: c.Lease.ID}, Envelope: envelope(protocol.DirectionResult, "x"), Disposition: protocol.DispositionOK})
+			_, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: store.LeaseInput{JobID: "a", RunnerID: bob.runner, LeaseID: c.Lease.ID}, Envelope: envelope(protocol.DirectionResult, "x"), Disposition: protocol.DispositionOK})
 			requireRefusal(t, err, store.RefusedNotHolder)
-			_, err = b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: store.LeaseInput{JobID: "nope", RunnerID: alice.runner, LeaseID: c.Lease.ID}, Envelope: envelope(protocol.DirectionResult, "x"), Disposition: protocol.DispositionOK})
+			_, err = b.s.Result(b.ctx, store.ResultInput{LeaseInput: store.LeaseInput{JobID: "nope", RunnerID: alice.runner, LeaseID: c.Lease.ID}, Envelope: envelope(protocol.DirectionResult, "x"), Disposition: protocol.DispositionOK})
 			requireRefusal(t, err, store.RefusedNotFound)
 		}},
 		testCase{"refuses a result produced under a grant that ended", func(t *testing.T, b *bundle) { // F78, F109
 			b.enqueue(t, "a")
 			first := b.claimOne(t, alice)
-			_, err := b.s.ReleaseLeases(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(first)}, Reason: protocol.ReasonShutdown})
+			_, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(first)}, Reason: protocol.ReasonShutdown})
 			require.NoError(t, err)
 			second := b.claimOne(t, alice)
-			_, err = b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: lease(first), Envelope: envelope(protocol.DirectionResult, "old"), Disposition: protocol.DispositionOK})
+			_, err = b.s.Result(b.ctx, store.ResultInput{LeaseInput: lease(first), Envelope: envelope(protocol.DirectionResult, "old"), Disposition: protocol.DispositionOK})
 			requireRefusal(t, err, store.RefusedStaleLease)
 			j := b.requireState(t, "a", store.AwaitingPayload)
 			require.Nil(t, j.Result)
@@ -97,7 +97,7 @@ func init() {
 			b.runToDone(t, c)
 			stale := lease(c)
 			stale.LeaseID = "00000000-0000-4000-8000-000000000000"
-			_, err := b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: stale, Envelope: envelope(protocol.DirectionResult, "x"), Disposition: protocol.DispositionOK})
+			_, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: stale, Envelope: envelope(protocol.DirectionResult, "x"), Disposition: protocol.DispositionOK})
 			requireRefusal(t, err, store.RefusedStaleLease)
 		}},
 		testCase{"accepts a result before the payload, and keeps the grant after", func(t *testing.T, b *bundle) { // B8
@@ -113,7 +113,7 @@ func init() {
 			c := b.claimOne(t, alice)
 			b.seal(t, c)
 			b.advance(t, leaseMs*time.Millisecond)
-			_, err := b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: lease(c), Envelope: envelope(protocol.DirectionResult, "late"), Disposition: protocol.DispositionOK})
+			_, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: lease(c), Envelope: envelope(protocol.DirectionResult, "late"), Disposition: protocol.DispositionOK})
 			requireRefusal(t, err, store.RefusedNotHolder)
 			j := b.requireState(t, "a", store.Queued)
 			require.Nil(t, j.Result)
@@ -125,7 +125,7 @@ func init() {
 			b.enqueue(t, "a")
 			c := b.claimOne(t, alice)
 			b.seal(t, c)
-			got, err := b.s.ReleaseLeases(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}})
+			got, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}})
 			require.NoError(t, err)
 			require.Equal(t, []string{"a"}, got)
 			j := b.requireState(t, "a", store.Queued)
@@ -136,12 +136,12 @@ func init() {
 		testCase{"skips a lease id that is not the current grant, another runner's grant and unknown jobs", func(t *testing.T, b *bundle) { // F79, B9
 			b.enqueue(t, "a")
 			c := b.claimOne(t, alice)
-			got, err := b.s.ReleaseLeases(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{
+			got, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{
 				{JobID: "a", LeaseID: "00000000-0000-4000-8000-000000000000"}, {JobID: "nope", LeaseID: c.Lease.ID},
 			}})
 			require.NoError(t, err)
 			require.Empty(t, got)
-			got, err = b.s.ReleaseLeases(b.ctx, store.ReleaseInput{RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(c)}})
+			got, err = b.s.Release(b.ctx, store.ReleaseInput{RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(c)}})
 			require.NoError(t, err)
 			require.Empty(t, got)
 			b.requireState(t, "a", store.AwaitingPayload)
@@ -149,7 +149,7 @@ func init() {
 		testCase{"releases a duplicated entry once, in request order", func(t *testing.T, b *bundle) { // B9
 			b.enqueue(t, "a", "b")
 			cs := b.claimFor(t, alice, 2)
-			got, err := b.s.ReleaseLeases(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(cs[1]), ref(cs[0]), ref(cs[1])}})
+			got, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(cs[1]), ref(cs[0]), ref(cs[1])}})
 			require.NoError(t, err)
 			require.Equal(t, []string{"b", "a"}, got)
 		}},
@@ -157,7 +157,7 @@ func init() {
 			b.enqueue(t, "a")
 			c := b.claimOne(t, alice)
 			for range 2 {
-				_, err := b.s.ReleaseLeases(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: protocol.ReasonRefused})
+				_, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: protocol.ReasonRefused})
 				require.NoError(t, err)
 			}
 			require.Empty(t, b.claimFor(t, alice, 64))
@@ -171,7 +171,7 @@ func init() {
 			for _, reason := range []string{protocol.ReasonShutdown, protocol.ReasonPause, protocol.ReasonRevoked, protocol.ReasonBackendDown, ""} {
 				b.enqueue(t, "a-"+reason)
 				c := b.claimOne(t, alice)
-				got, err := b.s.ReleaseLeases(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: reason})
+				got, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: reason})
 				require.NoError(t, err)
 				require.Equal(t, []string{c.ID}, got)
 				require.Equal(t, c.ID, b.claimOne(t, alice).ID, "reason %q", reason)
@@ -181,11 +181,11 @@ func init() {
 			b.enqueue(t, "a")
 			c := b.claimOne(t, alice)
 			b.runToDone(t, c)
-			got, err := b.s.ReleaseLeases(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: protocol.ReasonRefused})
+			got, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: protocol.ReasonRefused})
 			require.NoError(t, err)
 			require.Empty(t, got)
 			b.requireState(t, "a", store.Done)
-			fin, err := b.s.Finished(b.ctx, Site)
+			fin, err := b.s.Results(b.ctx, Site)
 			require.NoError(t, err)
 			require.Equal(t, []string{"a"}, jobIDs(fin))
 		}},
@@ -198,7 +198,7 @@ func init() {
 			b.seal(t, c)
 			b.advance(t, 5*time.Second)
 			now := b.now(t)
-			res, err := b.s.RenewLeases(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+			res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 			require.NoError(t, err)
 			require.Empty(t, res.Lost)
 			require.Equal(t, []store.Renewal{{JobID: "a", ExpiresAt: now + leaseMs}}, res.Renewed)
@@ -210,13 +210,13 @@ func init() {
 		testCase{"reports a lease the runner no longer holds as lost, and renews nothing", func(t *testing.T, b *bundle) { // F29, F99
 			b.enqueue(t, "a")
 			c := b.claimOne(t, alice)
-			res, err := b.s.RenewLeases(b.ctx, store.RenewInput{RunnerID: alice.runner, LeaseMs: leaseMs, Leases: []protocol.LeaseRef{
+			res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, LeaseMs: leaseMs, Leases: []protocol.LeaseRef{
 				{JobID: "a", LeaseID: "00000000-0000-4000-8000-000000000000"}, {JobID: "nope", LeaseID: c.Lease.ID},
 			}})
 			require.NoError(t, err)
 			require.Empty(t, res.Renewed)
 			require.Equal(t, []string{"a", "nope"}, res.Lost)
-			res, err = b.s.RenewLeases(b.ctx, store.RenewInput{RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+			res, err = b.s.Renew(b.ctx, store.RenewInput{RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 			require.NoError(t, err)
 			require.Equal(t, []string{"a"}, res.Lost)
 			j := b.job(t, "a")
@@ -230,7 +230,7 @@ func init() {
 			b.advance(t, 20*time.Second)
 			_, err := b.s.Sweep(b.ctx)
 			require.NoError(t, err)
-			res, err := b.s.RenewLeases(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+			res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 			require.NoError(t, err)
 			require.Equal(t, []string{"a"}, res.Lost)
 		}},
@@ -239,7 +239,7 @@ func init() {
 			c := b.claimOne(t, alice)
 			b.seal(t, c)
 			b.advance(t, leaseMs*time.Millisecond)
-			res, err := b.s.RenewLeases(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+			res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 			require.NoError(t, err)
 			require.Equal(t, []string{"a"}, res.Lost)
 			b.requireState(t, "a", store.Queued)
@@ -249,7 +249,7 @@ func init() {
 			c := b.claimOne(t, alice)
 			before := b.job(t, "a").AwaitingUntil
 			b.advance(t, time.Second)
-			_, err := b.s.RenewLeases(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+			_, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 			require.NoError(t, err)
 			require.Equal(t, before, b.job(t, "a").AwaitingUntil)
 		}},

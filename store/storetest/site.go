@@ -23,19 +23,19 @@ func init() {
 		testCase{"answers not-found for an unknown job or another site's job", func(t *testing.T, b *bundle) { // B10, F25
 			b.enqueue(t, "a")
 			b.claimOne(t, alice)
-			for _, in := range []store.SealInput{{JobID: "nope", SiteID: Site}, {JobID: "a", SiteID: OtherSite}} {
+			for _, in := range []store.PayloadInput{{JobID: "nope", SiteID: Site}, {JobID: "a", SiteID: OtherSite}} {
 				in.Envelope = envelope(protocol.DirectionPayload, "x")
-				requireRefusal(t, b.s.Seal(b.ctx, in), store.RefusedNotFound)
+				requireRefusal(t, b.s.Payload(b.ctx, in), store.RefusedNotFound)
 			}
 			b.requireState(t, "a", store.AwaitingPayload)
 		}},
 		testCase{"is too late for a job not awaiting a payload, naming its state", func(t *testing.T, b *bundle) { // B10, F20
 			b.enqueue(t, "a")
-			err := b.s.Seal(b.ctx, store.SealInput{JobID: "a", SiteID: Site, Envelope: envelope(protocol.DirectionPayload, "x")})
+			err := b.s.Payload(b.ctx, store.PayloadInput{JobID: "a", SiteID: Site, Envelope: envelope(protocol.DirectionPayload, "x")})
 			require.Equal(t, &store.Refusal{Code: store.RefusedTooLate, Was: store.Queued}, err)
 			c := b.claimOne(t, alice)
 			b.seal(t, c)
-			err = b.s.Seal(b.ctx, store.SealInput{JobID: "a", SiteID: Site, Envelope: envelope(protocol.DirectionPayload, "again")})
+			err = b.s.Payload(b.ctx, store.PayloadInput{JobID: "a", SiteID: Site, Envelope: envelope(protocol.DirectionPayload, "again")})
 			require.Equal(t, &store.Refusal{Code: store.RefusedTooLate, Was: store.Ready}, err)
 			require.Equal(t, envelope(protocol.DirectionPayload, "a"), *b.job(t, "a").Payload, "the first payload stays")
 		}},
@@ -43,7 +43,7 @@ func init() {
 			b.enqueue(t, "a")
 			b.claimOne(t, alice)
 			b.advance(t, protocol.AwaitingPayloadMs*time.Millisecond)
-			err := b.s.Seal(b.ctx, store.SealInput{JobID: "a", SiteID: Site, Envelope: envelope(protocol.DirectionPayload, "late")})
+			err := b.s.Payload(b.ctx, store.PayloadInput{JobID: "a", SiteID: Site, Envelope: envelope(protocol.DirectionPayload, "late")})
 			require.Equal(t, &store.Refusal{Code: store.RefusedTooLate, Was: store.Queued}, err)
 			j := b.requireState(t, "a", store.Queued)
 			require.Nil(t, j.Payload)
@@ -139,14 +139,14 @@ func init() {
 			b.seal(t, cs[1])
 			_, err := b.s.Cancel(b.ctx, store.CancelInput{JobID: "c", SiteID: Site})
 			require.NoError(t, err)
-			got, err := b.s.Awaiting(b.ctx, Site)
+			got, err := b.s.Pending(b.ctx, Site)
 			require.NoError(t, err)
 			require.Equal(t, []string{"a", "c"}, jobIDs(got))
 			require.Equal(t, cs[0].Lease.ID, got[0].ClaimedBy.LeaseID)
 			require.Equal(t, identityOf(alice), got[0].ClaimedBy.Device)
 			require.Equal(t, cs[0].Lease.ExpiresAt, got[0].ClaimedBy.LeaseExpiresAt)
 			require.NotEqual(t, got[0].AwaitingUntil, got[0].ClaimedBy.LeaseExpiresAt)
-			other, err := b.s.Awaiting(b.ctx, OtherSite)
+			other, err := b.s.Pending(b.ctx, OtherSite)
 			require.NoError(t, err)
 			require.Empty(t, other)
 		}},
@@ -160,7 +160,7 @@ func init() {
 			b.runToDone(t, cs[0])
 			b.seal(t, cs[1])
 			for range 2 {
-				got, err := b.s.Finished(b.ctx, Site)
+				got, err := b.s.Results(b.ctx, Site)
 				require.NoError(t, err)
 				require.Equal(t, []string{"a", "c"}, jobIDs(got))
 				require.Equal(t, alice.owner, got[0].ClaimedBy.Owner, "the pairing owner travels with the result")
@@ -171,7 +171,7 @@ func init() {
 			job, _, err := b.s.Job(b.ctx, "a")
 			require.NoError(t, err)
 			require.NotNil(t, job.Payload, "the job itself keeps its payload")
-			other, err := b.s.Finished(b.ctx, OtherSite)
+			other, err := b.s.Results(b.ctx, OtherSite)
 			require.NoError(t, err)
 			require.Empty(t, other)
 		}},

@@ -205,11 +205,11 @@ func ref(c protocol.ClaimedStub) protocol.LeaseRef {
 }
 
 func (b *bundle) seal(t *testing.T, c protocol.ClaimedStub) {
-	require.NoError(t, b.s.Seal(b.ctx, store.SealInput{JobID: c.ID, SiteID: Site, Envelope: envelope(protocol.DirectionPayload, c.ID)}))
+	require.NoError(t, b.s.Payload(b.ctx, store.PayloadInput{JobID: c.ID, SiteID: Site, Envelope: envelope(protocol.DirectionPayload, c.ID)}))
 }
 
-func (b *bundle) complete(t *testing.T, c protocol.ClaimedStub, disposition string) store.CompleteResult {
-	res, err := b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: lease(c), Envelope: envelope(protocol.DirectionResult, c.ID+"-"+disposition), Disposition: disposition})
+func (b *bundle) complete(t *testing.T, c protocol.ClaimedStub, disposition string) store.ResultOutcome {
+	res, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: lease(c), Envelope: envelope(protocol.DirectionResult, c.ID+"-"+disposition), Disposition: disposition})
 	require.NoError(t, err)
 	return res
 }
@@ -217,7 +217,7 @@ func (b *bundle) complete(t *testing.T, c protocol.ClaimedStub, disposition stri
 // runToDone takes a claimed job through seal, fetch and result.
 func (b *bundle) runToDone(t *testing.T, c protocol.ClaimedStub) {
 	b.seal(t, c)
-	_, err := b.s.TakePayload(b.ctx, lease(c))
+	_, err := b.s.Fetch(b.ctx, lease(c))
 	require.NoError(t, err)
 	require.False(t, b.complete(t, c, protocol.DispositionOK).Duplicate)
 }

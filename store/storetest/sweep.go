@@ -25,7 +25,7 @@ func init() {
 			all, err := b.s.Jobs(b.ctx, 0)
 			require.NoError(t, err)
 			require.Empty(t, all)
-			fin, err := b.s.Finished(b.ctx, Site)
+			fin, err := b.s.Results(b.ctx, Site)
 			require.NoError(t, err)
 			require.Empty(t, fin)
 		}},
@@ -66,7 +66,7 @@ func init() {
 			b.enqueue(t, "a", "b")
 			cs := b.claimFor(t, alice, 2)
 			b.seal(t, cs[0])
-			_, err := b.s.TakePayload(b.ctx, lease(cs[0]))
+			_, err := b.s.Fetch(b.ctx, lease(cs[0]))
 			require.NoError(t, err)
 			b.seal(t, cs[1])
 			b.advance(t, leaseMs*time.Millisecond)
@@ -83,7 +83,7 @@ func init() {
 			b.seal(t, c)
 			for range 3 {
 				b.advance(t, leaseMs*time.Millisecond/2)
-				res, err := b.s.RenewLeases(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+				res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 				require.NoError(t, err)
 				require.Empty(t, res.Lost)
 				sw, err := b.s.Sweep(b.ctx)
@@ -96,7 +96,7 @@ func init() {
 			b.enqueue(t, "awaiting", "done", "queued")
 			cs := b.claimFor(t, alice, 2)
 			b.runToDone(t, cs[1])
-			res, err := b.s.RenewLeases(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(cs[0])}, LeaseMs: 1})
+			res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(cs[0])}, LeaseMs: 1})
 			require.NoError(t, err)
 			require.Len(t, res.Renewed, 1)
 			b.advance(t, time.Second)
@@ -133,7 +133,7 @@ func init() {
 	register("presence",
 		testCase{"stamps a pairing from the store clock", func(t *testing.T, b *bundle) { // F72, B14
 			now := b.now(t)
-			p, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+			p, err := b.s.Pair(b.ctx, store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
 			require.NoError(t, err)
 			require.Equal(t, store.Presence{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice), LastSeenAt: now}, p)
 			got, ok, err := b.s.Presence(b.ctx, alice.runner)
@@ -142,18 +142,18 @@ func init() {
 			require.Equal(t, p, got)
 		}},
 		testCase{"refreshes owner and keys on a second pairing (relayd G7)", func(t *testing.T, b *bundle) {
-			_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+			_, err := b.s.Pair(b.ctx, store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
 			require.NoError(t, err)
 			b.advance(t, time.Minute)
 			rotated := identityOf(alice)
 			rotated.Encryption = "enc-rotated"
 			now := b.now(t)
-			p, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: alice.runner, Owner: "alice-renamed", Device: rotated})
+			p, err := b.s.Pair(b.ctx, store.PairInput{RunnerID: alice.runner, Owner: "alice-renamed", Device: rotated})
 			require.NoError(t, err)
 			require.Equal(t, store.Presence{RunnerID: alice.runner, Owner: "alice-renamed", Device: rotated, LastSeenAt: now}, p)
 		}},
 		testCase{"touches a known runner's last-seen time and nobody else's (relayd G7)", func(t *testing.T, b *bundle) {
-			_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+			_, err := b.s.Pair(b.ctx, store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
 			require.NoError(t, err)
 			b.advance(t, time.Minute)
 			now := b.now(t)
@@ -172,7 +172,7 @@ func init() {
 		}},
 		testCase{"stamps the runner within claim, fetch and result when asked, refused or not (relayd G7)", func(t *testing.T, b *bundle) {
 			for _, d := range []device{alice, bob} {
-				_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d)})
+				_, err := b.s.Pair(b.ctx, store.PairInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d)})
 				require.NoError(t, err)
 			}
 			b.enqueue(t, "a")
@@ -210,28 +210,28 @@ func init() {
 			foreign := held
 			foreign.RunnerID, foreign.Touch = bob.runner, true
 			step(bob, true, func() {
-				_, err := b.s.TakePayload(b.ctx, foreign)
+				_, err := b.s.Fetch(b.ctx, foreign)
 				requireRefusal(t, err, store.RefusedNotHolder)
 			})
 			step(alice, false, func() {
-				_, err := b.s.TakePayload(b.ctx, held)
+				_, err := b.s.Fetch(b.ctx, held)
 				require.NoError(t, err)
 			})
 			held.Touch = true
 			step(alice, true, func() {
-				_, err := b.s.TakePayload(b.ctx, held)
+				_, err := b.s.Fetch(b.ctx, held)
 				require.NoError(t, err)
 			})
 			step(alice, true, func() {
-				_, err := b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: held, Envelope: envelope(protocol.DirectionResult, "a-ok"), Disposition: protocol.DispositionOK})
+				_, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: held, Envelope: envelope(protocol.DirectionResult, "a-ok"), Disposition: protocol.DispositionOK})
 				require.NoError(t, err)
 			})
 			step(bob, true, func() {
-				_, err := b.s.Complete(b.ctx, store.CompleteInput{LeaseInput: foreign, Envelope: envelope(protocol.DirectionResult, "a-ok"), Disposition: protocol.DispositionOK})
+				_, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: foreign, Envelope: envelope(protocol.DirectionResult, "a-ok"), Disposition: protocol.DispositionOK})
 				requireRefusal(t, err, store.RefusedNotHolder)
 			})
 			stranger := store.LeaseInput{JobID: "a", RunnerID: "runner_nobody", LeaseID: held.LeaseID, Touch: true}
-			_, err := b.s.TakePayload(b.ctx, stranger)
+			_, err := b.s.Fetch(b.ctx, stranger)
 			requireRefusal(t, err, store.RefusedNotHolder)
 			_, ok, err := b.s.Presence(b.ctx, stranger.RunnerID)
 			require.NoError(t, err)
@@ -239,19 +239,19 @@ func init() {
 		}},
 		testCase{"lists everyone in first-pair order, up to a limit", func(t *testing.T, b *bundle) { // B15
 			for _, d := range []device{bob, alice, alice2} {
-				_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d)})
+				_, err := b.s.Pair(b.ctx, store.PairInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d)})
 				require.NoError(t, err)
 			}
-			_, err := b.s.Seen(b.ctx, store.SeenInput{RunnerID: bob.runner, Owner: bob.owner, Device: identityOf(bob)})
+			_, err := b.s.Pair(b.ctx, store.PairInput{RunnerID: bob.runner, Owner: bob.owner, Device: identityOf(bob)})
 			require.NoError(t, err)
-			all, err := b.s.Everyone(b.ctx, 0)
+			all, err := b.s.Runners(b.ctx, 0)
 			require.NoError(t, err)
 			var runners []string
 			for _, p := range all {
 				runners = append(runners, p.RunnerID)
 			}
 			require.Equal(t, []string{bob.runner, alice.runner, alice2.runner}, runners)
-			two, err := b.s.Everyone(b.ctx, 2)
+			two, err := b.s.Runners(b.ctx, 2)
 			require.NoError(t, err)
 			require.Len(t, two, 2)
 		}},

@@ -148,7 +148,7 @@ func claimedN(b *testing.B, s *Store, tag string, n int) []protocol.ClaimedStub 
 func sealAll(b *testing.B, s *Store, cs []protocol.ClaimedStub) {
 	b.Helper()
 	for _, c := range cs {
-		if err := s.Seal(context.Background(), store.SealInput{JobID: c.ID, SiteID: testSite, Envelope: env("payload", c.ID)}); err != nil {
+		if err := s.Payload(context.Background(), store.PayloadInput{JobID: c.ID, SiteID: testSite, Envelope: env("payload", c.ID)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -191,26 +191,26 @@ func BenchmarkOperations(b *testing.B) {
 			}
 		}
 	})
-	b.Run("Seal", func(b *testing.B) {
+	b.Run("Payload", func(b *testing.B) {
 		cs := claimedN(b, s, tag(), b.N)
 		b.ResetTimer()
 		sealAll(b, s, cs[:b.N])
 	})
-	b.Run("TakePayload", func(b *testing.B) {
+	b.Run("Fetch", func(b *testing.B) {
 		cs := claimedN(b, s, tag(), b.N)
 		sealAll(b, s, cs)
 		b.ResetTimer()
 		for _, c := range cs[:b.N] {
-			if _, err := s.TakePayload(ctx, leaseOf(c)); err != nil {
+			if _, err := s.Fetch(ctx, leaseOf(c)); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	b.Run("Complete", func(b *testing.B) {
+	b.Run("Result", func(b *testing.B) {
 		cs := claimedN(b, s, tag(), b.N)
 		b.ResetTimer()
 		for _, c := range cs[:b.N] {
-			if _, err := s.Complete(ctx, store.CompleteInput{LeaseInput: leaseOf(c), Envelope: env("result", c.ID), Disposition: "ok"}); err != nil {
+			if _, err := s.Result(ctx, store.ResultInput{LeaseInput: leaseOf(c), Envelope: env("result", c.ID), Disposition: "ok"}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -219,7 +219,7 @@ func BenchmarkOperations(b *testing.B) {
 		cs := claimedN(b, s, tag(), b.N)
 		b.ResetTimer()
 		for _, c := range cs[:b.N] {
-			if _, err := s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, Reason: "refused"}); err != nil {
+			if _, err := s.Release(ctx, store.ReleaseInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, Reason: "refused"}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -232,7 +232,7 @@ func BenchmarkOperations(b *testing.B) {
 		}
 		b.ResetTimer()
 		for range b.N {
-			if _, err := s.RenewLeases(ctx, store.RenewInput{RunnerID: "r1", Leases: refs[:8], LeaseMs: 60_000}); err != nil {
+			if _, err := s.Renew(ctx, store.RenewInput{RunnerID: "r1", Leases: refs[:8], LeaseMs: 60_000}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -254,9 +254,9 @@ func BenchmarkOperations(b *testing.B) {
 			}
 		}
 	})
-	b.Run("Seen", func(b *testing.B) {
+	b.Run("Pair", func(b *testing.B) {
 		for i := range b.N {
-			if _, err := s.Seen(ctx, store.SeenInput{RunnerID: "runner-" + strconv.Itoa(i%1000), Owner: "alice", Device: testDevice}); err != nil {
+			if _, err := s.Pair(ctx, store.PairInput{RunnerID: "runner-" + strconv.Itoa(i%1000), Owner: "alice", Device: testDevice}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -289,16 +289,16 @@ func BenchmarkOperations(b *testing.B) {
 			}
 		}
 	})
-	b.Run("Awaiting", func(b *testing.B) {
+	b.Run("Pending", func(b *testing.B) {
 		for range b.N {
-			if _, err := s.Awaiting(ctx, "site-without-jobs"); err != nil {
+			if _, err := s.Pending(ctx, "site-without-jobs"); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	b.Run("Finished", func(b *testing.B) {
+	b.Run("Results", func(b *testing.B) {
 		for range b.N {
-			if _, err := s.Finished(ctx, "site-without-jobs"); err != nil {
+			if _, err := s.Results(ctx, "site-without-jobs"); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -310,9 +310,9 @@ func BenchmarkOperations(b *testing.B) {
 			}
 		}
 	})
-	b.Run("Everyone100", func(b *testing.B) {
+	b.Run("Runners100", func(b *testing.B) {
 		for range b.N {
-			if _, err := s.Everyone(ctx, 100); err != nil {
+			if _, err := s.Runners(ctx, 100); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -332,7 +332,7 @@ func BenchmarkClaimPastRefused(b *testing.B) {
 			for _, c := range cs {
 				refs = append(refs, protocol.LeaseRef{JobID: c.ID, LeaseID: c.Lease.ID})
 			}
-			if _, err := s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: "r1", Leases: refs, Reason: protocol.ReasonRefused}); err != nil {
+			if _, err := s.Release(ctx, store.ReleaseInput{RunnerID: "r1", Leases: refs, Reason: protocol.ReasonRefused}); err != nil {
 				b.Fatal(err)
 			}
 			fill(b, s, "tail", "owner-head", 0, b.N)

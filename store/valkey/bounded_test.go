@@ -40,7 +40,7 @@ func TestClaimMergesQueuesAcrossPages(t *testing.T) {
 	got, err := s.Claim(ctx, refuse)
 	require.NoError(t, err)
 	require.Len(t, got, 40)
-	_, err = s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: "r1", Leases: leaseRefs(got), Reason: protocol.ReasonRefused})
+	_, err = s.Release(ctx, store.ReleaseInput{RunnerID: "r1", Leases: leaseRefs(got), Reason: protocol.ReasonRefused})
 	require.NoError(t, err)
 
 	// One at a time, a claim reads the queues and r1's refusals in small
@@ -52,7 +52,7 @@ func TestClaimMergesQueuesAcrossPages(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, order[40+i:41+i], claimedIDs(got))
 	}
-	_, err = s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: "r1", Leases: leaseRefs(got), Reason: protocol.ReasonRefused})
+	_, err = s.Release(ctx, store.ReleaseInput{RunnerID: "r1", Leases: leaseRefs(got), Reason: protocol.ReasonRefused})
 	require.NoError(t, err)
 	got, err = s.Claim(ctx, in)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestClaimStepsOverRefusalRunsOnly(t *testing.T) {
 				refs = append(refs, protocol.LeaseRef{JobID: c.ID, LeaseID: c.Lease.ID})
 			}
 		}
-		_, err := s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: runner, Leases: refs, Reason: reason})
+		_, err := s.Release(ctx, store.ReleaseInput{RunnerID: runner, Leases: refs, Reason: reason})
 		require.NoError(t, err)
 	}
 	kept := map[string]bool{"j3": true, "j6": true, "j9": true}

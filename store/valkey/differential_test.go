@@ -161,23 +161,23 @@ func (d *diff) step(step int) {
 			}
 		}
 		reason := pick(r, []string{protocol.ReasonRefused, protocol.ReasonShutdown, ""})
-		vr, ve := d.vk.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: rn.id, Leases: vl, Reason: reason})
-		mr, me := d.mem.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: rn.id, Leases: ml, Reason: reason})
+		vr, ve := d.vk.Release(ctx, store.ReleaseInput{RunnerID: rn.id, Leases: vl, Reason: reason})
+		mr, me := d.mem.Release(ctx, store.ReleaseInput{RunnerID: rn.id, Leases: ml, Reason: reason})
 		d.sameErr("release", ve, me)
 		require.Equal(t, mr, vr, "step %d release", step)
 	case 6:
-		in := store.SealInput{JobID: fmt.Sprintf("job-%d", r.IntN(d.nextID+1)), SiteID: pick(r, diffSites), Envelope: env("payload", "x")}
+		in := store.PayloadInput{JobID: fmt.Sprintf("job-%d", r.IntN(d.nextID+1)), SiteID: pick(r, diffSites), Envelope: env("payload", "x")}
 		if g, ok := d.someGrant(); ok && r.IntN(3) > 0 {
 			in.JobID = g.job
 		}
-		d.sameErr("seal", d.vk.Seal(ctx, in), d.mem.Seal(ctx, in))
+		d.sameErr("seal", d.vk.Payload(ctx, in), d.mem.Payload(ctx, in))
 	case 7:
 		g, ok := d.someGrant()
 		if !ok {
 			return
 		}
-		vp, ve := d.vk.TakePayload(ctx, store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID})
-		mp, me := d.mem.TakePayload(ctx, store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.memID})
+		vp, ve := d.vk.Fetch(ctx, store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID})
+		mp, me := d.mem.Fetch(ctx, store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.memID})
 		d.sameErr("take", ve, me)
 		require.Equal(t, mp, vp)
 	case 8:
@@ -186,8 +186,8 @@ func (d *diff) step(step int) {
 			return
 		}
 		e, disp := env("result", fmt.Sprint(step)), pick(r, []string{"ok", "error"})
-		vr, ve := d.vk.Complete(ctx, store.CompleteInput{LeaseInput: store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID}, Envelope: e, Disposition: disp})
-		mr, me := d.mem.Complete(ctx, store.CompleteInput{LeaseInput: store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.memID}, Envelope: e, Disposition: disp})
+		vr, ve := d.vk.Result(ctx, store.ResultInput{LeaseInput: store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID}, Envelope: e, Disposition: disp})
+		mr, me := d.mem.Result(ctx, store.ResultInput{LeaseInput: store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.memID}, Envelope: e, Disposition: disp})
 		d.sameErr("complete", ve, me)
 		require.Equal(t, mr, vr)
 	case 9:
@@ -210,8 +210,8 @@ func (d *diff) step(step int) {
 			}
 		}
 		leaseMs := int64(1_000 + r.IntN(30_000))
-		vn, ve := d.vk.RenewLeases(ctx, store.RenewInput{RunnerID: rn.id, Leases: vl, LeaseMs: leaseMs})
-		mn, me := d.mem.RenewLeases(ctx, store.RenewInput{RunnerID: rn.id, Leases: ml, LeaseMs: leaseMs})
+		vn, ve := d.vk.Renew(ctx, store.RenewInput{RunnerID: rn.id, Leases: vl, LeaseMs: leaseMs})
+		mn, me := d.mem.Renew(ctx, store.RenewInput{RunnerID: rn.id, Leases: ml, LeaseMs: leaseMs})
 		d.sameErr("renew", ve, me)
 		require.Equal(t, mn, vn, "step %d renew", step)
 	case 11:
@@ -279,14 +279,14 @@ func (d *diff) compareJobs() {
 		t.FailNow()
 	}
 	for _, site := range diffSites {
-		va, err := d.vk.Awaiting(ctx, site)
+		va, err := d.vk.Pending(ctx, site)
 		require.NoError(t, err)
-		ma, err := d.mem.Awaiting(ctx, site)
+		ma, err := d.mem.Pending(ctx, site)
 		require.NoError(t, err)
 		require.Equal(t, jobIDsOf(d.unexpired(ma)), jobIDsOf(d.unexpired(va)), "awaiting %s", site)
-		vf, err := d.vk.Finished(ctx, site)
+		vf, err := d.vk.Results(ctx, site)
 		require.NoError(t, err)
-		mf, err := d.mem.Finished(ctx, site)
+		mf, err := d.mem.Results(ctx, site)
 		require.NoError(t, err)
 		require.Equal(t, jobIDsOf(d.unexpired(mf)), jobIDsOf(d.unexpired(vf)), "finished %s", site)
 	}

@@ -20,13 +20,13 @@ func TestResultsListingReusesDecodingsOnlyOfUnchangedBytes(t *testing.T) {
 	ctx := t.Context()
 	mustEnqueue(t, s, "a", "b")
 	for _, c := range mustClaim(t, s, "r1", 2) {
-		require.NoError(t, s.Seal(ctx, store.SealInput{JobID: c.ID, SiteID: testSite, Envelope: env(protocol.DirectionPayload, c.ID)}))
-		_, err := s.TakePayload(ctx, leaseOf(c))
+		require.NoError(t, s.Payload(ctx, store.PayloadInput{JobID: c.ID, SiteID: testSite, Envelope: env(protocol.DirectionPayload, c.ID)}))
+		_, err := s.Fetch(ctx, leaseOf(c))
 		require.NoError(t, err)
-		_, err = s.Complete(ctx, store.CompleteInput{LeaseInput: leaseOf(c), Envelope: env(protocol.DirectionResult, c.ID), Disposition: "ok"})
+		_, err = s.Result(ctx, store.ResultInput{LeaseInput: leaseOf(c), Envelope: env(protocol.DirectionResult, c.ID), Disposition: "ok"})
 		require.NoError(t, err)
 	}
-	first, err := s.Finished(ctx, testSite)
+	first, err := s.Results(ctx, testSite)
 	require.NoError(t, err)
 	require.Len(t, first, 2)
 	want := first[0].Clone()
@@ -35,7 +35,7 @@ func TestResultsListingReusesDecodingsOnlyOfUnchangedBytes(t *testing.T) {
 	first[0].Result.Ciphertext = "scribbled"
 	first[0].ClaimedBy.Owner = "mallory"
 	for range 2 {
-		again, err := s.Finished(ctx, testSite)
+		again, err := s.Results(ctx, testSite)
 		require.NoError(t, err)
 		require.Equal(t, want, again[0])
 		again[0].Result.Ciphertext = "scribbled on a reused decoding"
@@ -49,7 +49,7 @@ func TestResultsListingReusesDecodingsOnlyOfUnchangedBytes(t *testing.T) {
 	other, err := json.Marshal(env(protocol.DirectionResult, "rewritten"))
 	require.NoError(t, err)
 	require.NoError(t, s.client.Do(ctx, s.client.B().Hset().Key(s.prefix+"result").FieldValue().FieldValue("b", string(other)).Build()).Error())
-	now, err := s.Finished(ctx, testSite)
+	now, err := s.Results(ctx, testSite)
 	require.NoError(t, err)
 	require.True(t, now[0].Cancelled)
 	require.Equal(t, "ct-rewritten", now[1].Result.Ciphertext)

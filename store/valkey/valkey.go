@@ -287,8 +287,8 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	return out, nil
 }
 
-// TakePayload implements store.RoutingStore.
-func (s *Store) TakePayload(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
+// Fetch implements store.RoutingStore.
+func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
 	parts, err := s.execWrite(ctx, s.newCall(lua.TakePayload, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch)))
 	if err != nil {
 		return protocol.SealedEnvelope{}, err
@@ -303,24 +303,24 @@ func (s *Store) TakePayload(ctx context.Context, in store.LeaseInput) (protocol.
 	return env, nil
 }
 
-// Complete implements store.RoutingStore.
-func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.CompleteResult, error) {
+// Result implements store.RoutingStore.
+func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultOutcome, error) {
 	env, err := json.Marshal(in.Envelope)
 	if err != nil {
-		return store.CompleteResult{}, fmt.Errorf("valkey store: complete: encoding result: %w", err)
+		return store.ResultOutcome{}, fmt.Errorf("valkey store: complete: encoding result: %w", err)
 	}
 	parts, err := s.execWrite(ctx, s.newCall(lua.Complete, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch)))
 	if err != nil {
-		return store.CompleteResult{}, err
+		return store.ResultOutcome{}, err
 	}
 	if err := wantParts(lua.Complete, parts, 1); err != nil {
-		return store.CompleteResult{}, err
+		return store.ResultOutcome{}, err
 	}
-	return store.CompleteResult{Duplicate: parts[0] == "1"}, nil
+	return store.ResultOutcome{Duplicate: parts[0] == "1"}, nil
 }
 
-// ReleaseLeases implements store.RoutingStore.
-func (s *Store) ReleaseLeases(ctx context.Context, in store.ReleaseInput) ([]string, error) {
+// Release implements store.RoutingStore.
+func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, error) {
 	args := []string{in.RunnerID, in.Reason}
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
@@ -332,8 +332,8 @@ func (s *Store) ReleaseLeases(ctx context.Context, in store.ReleaseInput) ([]str
 	return parts, nil
 }
 
-// Seal implements store.RoutingStore.
-func (s *Store) Seal(ctx context.Context, in store.SealInput) error {
+// Payload implements store.RoutingStore.
+func (s *Store) Payload(ctx context.Context, in store.PayloadInput) error {
 	env, err := json.Marshal(in.Envelope)
 	if err != nil {
 		return fmt.Errorf("valkey store: seal: encoding payload: %w", err)
@@ -359,8 +359,8 @@ func (s *Store) CancelRequests(ctx context.Context, runnerID string) ([]string, 
 	return s.execWrite(ctx, s.newCall(lua.CancelRequests, runnerID))
 }
 
-// RenewLeases implements store.RoutingStore.
-func (s *Store) RenewLeases(ctx context.Context, in store.RenewInput) (store.RenewResult, error) {
+// Renew implements store.RoutingStore.
+func (s *Store) Renew(ctx context.Context, in store.RenewInput) (store.RenewResult, error) {
 	args := []string{in.RunnerID, strconv.FormatInt(in.LeaseMs, 10)}
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
@@ -391,8 +391,8 @@ func (s *Store) RenewLeases(ctx context.Context, in store.RenewInput) (store.Ren
 	return res, nil
 }
 
-// Seen implements store.RoutingStore.
-func (s *Store) Seen(ctx context.Context, in store.SeenInput) (store.Presence, error) {
+// Pair implements store.RoutingStore.
+func (s *Store) Pair(ctx context.Context, in store.PairInput) (store.Presence, error) {
 	device, err := json.Marshal(in.Device)
 	if err != nil {
 		return store.Presence{}, fmt.Errorf("valkey store: seen: encoding device: %w", err)
@@ -555,13 +555,13 @@ func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
 	return out, nil
 }
 
-// Awaiting implements store.RoutingStore.
-func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error) {
+// Pending implements store.RoutingStore.
+func (s *Store) Pending(ctx context.Context, siteID string) ([]store.Job, error) {
 	return s.siteJobs(ctx, lua.Awaiting, siteID, nil)
 }
 
-// Finished implements store.RoutingStore.
-func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
+// Results implements store.RoutingStore.
+func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error) {
 	l := s.results.begin(siteID)
 	jobs, err := s.siteJobs(ctx, lua.Finished, siteID, l)
 	if err == nil {
@@ -616,8 +616,8 @@ func (s *Store) Presence(ctx context.Context, runnerID string) (store.Presence, 
 	return p, true, nil
 }
 
-// Everyone implements store.RoutingStore, reading in pages of bounded size.
-func (s *Store) Everyone(ctx context.Context, limit int) ([]store.Presence, error) {
+// Runners implements store.RoutingStore, reading in pages of bounded size.
+func (s *Store) Runners(ctx context.Context, limit int) ([]store.Presence, error) {
 	out := []store.Presence{}
 	after := ""
 	for limit <= 0 || len(out) < limit {

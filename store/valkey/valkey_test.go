@@ -148,7 +148,7 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		mustEnqueue(t, s, "a")
 		c := mustClaim(t, s, "r1", 1)[0]
 		rerun(t, s, "seal", func() {
-			require.NoError(t, s.Seal(ctx, store.SealInput{JobID: "a", SiteID: testSite, Envelope: env("payload", "a")}))
+			require.NoError(t, s.Payload(ctx, store.PayloadInput{JobID: "a", SiteID: testSite, Envelope: env("payload", "a")}))
 		})
 		_ = c
 	})
@@ -156,9 +156,9 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		s := newTestStore(t, client)
 		mustEnqueue(t, s, "a")
 		c := mustClaim(t, s, "r1", 1)[0]
-		require.NoError(t, s.Seal(ctx, store.SealInput{JobID: "a", SiteID: testSite, Envelope: env("payload", "a")}))
+		require.NoError(t, s.Payload(ctx, store.PayloadInput{JobID: "a", SiteID: testSite, Envelope: env("payload", "a")}))
 		rerun(t, s, "take_payload", func() {
-			_, err := s.TakePayload(ctx, leaseOf(c))
+			_, err := s.Fetch(ctx, leaseOf(c))
 			require.NoError(t, err)
 		})
 	})
@@ -167,7 +167,7 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		mustEnqueue(t, s, "a")
 		c := mustClaim(t, s, "r1", 1)[0]
 		rerun(t, s, "complete", func() {
-			res, err := s.Complete(ctx, store.CompleteInput{LeaseInput: leaseOf(c), Envelope: env("result", "a"), Disposition: "ok"})
+			res, err := s.Result(ctx, store.ResultInput{LeaseInput: leaseOf(c), Envelope: env("result", "a"), Disposition: "ok"})
 			require.NoError(t, err)
 			require.False(t, res.Duplicate)
 		})
@@ -177,7 +177,7 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		mustEnqueue(t, s, "a")
 		c := mustClaim(t, s, "r1", 1)[0]
 		rerun(t, s, "release", func() {
-			ids, err := s.ReleaseLeases(ctx, store.ReleaseInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, Reason: "refused"})
+			ids, err := s.Release(ctx, store.ReleaseInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, Reason: "refused"})
 			require.NoError(t, err)
 			require.Equal(t, []string{"a"}, ids)
 		})
@@ -214,7 +214,7 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		mustEnqueue(t, s, "a")
 		c := mustClaim(t, s, "r1", 1)[0]
 		again, once := rerun(t, s, "renew", func() {
-			res, err := s.RenewLeases(ctx, store.RenewInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, LeaseMs: 60_000})
+			res, err := s.Renew(ctx, store.RenewInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, LeaseMs: 60_000})
 			require.NoError(t, err)
 			require.Len(t, res.Renewed, 1)
 		})
@@ -223,13 +223,13 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 	t.Run("seen", func(t *testing.T) {
 		s := newTestStore(t, client)
 		rerun(t, s, "seen", func() {
-			_, err := s.Seen(ctx, store.SeenInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
+			_, err := s.Pair(ctx, store.PairInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
 			require.NoError(t, err)
 		})
 	})
 	t.Run("touch", func(t *testing.T) {
 		s := newTestStore(t, client)
-		_, err := s.Seen(ctx, store.SeenInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
+		_, err := s.Pair(ctx, store.PairInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
 		require.NoError(t, err)
 		rerun(t, s, "touch", func() {
 			ok, err := s.Touch(ctx, "r1")
@@ -309,7 +309,7 @@ func TestOneClock(t *testing.T) {
 	require.LessOrEqual(t, j.AwaitingUntil, after+protocol.AwaitingPayloadMs)
 
 	before = serverTime(t, client)
-	res, err := a.RenewLeases(ctx, store.RenewInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: "x", LeaseID: got[0].Lease.ID}}, LeaseMs: 90_000})
+	res, err := a.Renew(ctx, store.RenewInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: "x", LeaseID: got[0].Lease.ID}}, LeaseMs: 90_000})
 	after = serverTime(t, client)
 	require.NoError(t, err)
 	require.Len(t, res.Renewed, 1)
@@ -317,7 +317,7 @@ func TestOneClock(t *testing.T) {
 	require.LessOrEqual(t, res.Renewed[0].ExpiresAt, after+90_000)
 
 	before = serverTime(t, client)
-	p, err := b.Seen(ctx, store.SeenInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
+	p, err := b.Pair(ctx, store.PairInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
 	after = serverTime(t, client)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, p.LastSeenAt, before)
@@ -445,7 +445,7 @@ func TestUnreadableRecordsAreNeverHandedOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, 4, "listings skip records they cannot read")
 
-	_, err = s.TakePayload(ctx, store.LeaseInput{JobID: "future", RunnerID: "r1", LeaseID: "x"})
+	_, err = s.Fetch(ctx, store.LeaseInput{JobID: "future", RunnerID: "r1", LeaseID: "x"})
 	require.Error(t, err)
 	require.Empty(t, store.RefusalOf(err), "an unreadable record is a failure, not an answer")
 
