@@ -359,11 +359,11 @@ func checkFuzzAnswer(t *testing.T, rec *httptest.ResponseRecorder, opts uint8) {
 	if version != (slices.Equal(e.Supported, []string{"0"}) && e.Minimum == "0") {
 		t.Fatalf("version fields: %s", body)
 	}
-	limited := e.Error == protocol.CodeRateLimited
-	if limited != (e.RetryAfter > 0) {
+	retry := e.Error == protocol.CodeRateLimited || e.Error == protocol.CodeServerError
+	if retry != (e.RetryAfter > 0) {
 		t.Fatalf("retry fields: %s", body)
 	}
-	if limited && rec.Header().Get("Retry-After") != strconv.FormatInt((e.RetryAfter+999)/1000, 10) {
+	if retry && rec.Header().Get("Retry-After") != strconv.FormatInt(e.RetryAfter, 10) {
 		t.Fatalf("Retry-After %q for %s", rec.Header().Get("Retry-After"), body)
 	}
 }

@@ -35,7 +35,7 @@ func (r *Relay) rateLimit(c echo.Context, limiter ratelimit.Limiter, key string)
 	if d.Allowed {
 		return nil
 	}
-	return protocol.RateLimited(ceilDiv(d.RetryAfter, time.Millisecond))
+	return protocol.RateLimited(ceilDiv(d.RetryAfter, time.Second))
 }
 
 // ceilDiv is d in units of unit, rounded up.

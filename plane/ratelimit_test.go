@@ -23,17 +23,19 @@ import (
 	"github.com/byollm/relayd/store/valkey"
 )
 
-func bodyRateLimited(retryAfterMs int64) string {
-	return `{"error":"rate-limited","message":"too many requests from this caller; wait retryAfter milliseconds and try again","retryAfter":` +
-		strconv.FormatInt(retryAfterMs, 10) + `}`
+// bodyRateLimited is the 429 body; retryAfter is whole seconds, as the
+// protocol's WireError defines it (decision D1).
+func bodyRateLimited(retryAfterSeconds int64) string {
+	return `{"error":"rate-limited","message":"too many requests from this caller; wait retryAfter seconds and try again","retryAfter":` +
+		strconv.FormatInt(retryAfterSeconds, 10) + `}`
 }
 
-// requireRateLimited checks a 429 byte for byte, with its Retry-After in
-// whole seconds rounded up.
-func requireRateLimited(t *testing.T, resp client.RawResponse, retryAfterMs int64) {
+// requireRateLimited checks a 429 byte for byte, with its Retry-After
+// header equal to the body's retryAfter.
+func requireRateLimited(t *testing.T, resp client.RawResponse, retryAfterSeconds int64) {
 	t.Helper()
-	requireAnswer(t, resp, http.StatusTooManyRequests, bodyRateLimited(retryAfterMs))
-	require.Equal(t, []string{strconv.FormatInt((retryAfterMs+999)/1000, 10)}, resp.Header.Values("Retry-After"))
+	requireAnswer(t, resp, http.StatusTooManyRequests, bodyRateLimited(retryAfterSeconds))
+	require.Equal(t, []string{strconv.FormatInt(retryAfterSeconds, 10)}, resp.Header.Values("Retry-After"))
 }
 
 func TestG26_RunnerOverItsRateIs429AndTheRefusedRequestChangesNothing(t *testing.T) {
@@ -52,7 +54,7 @@ func TestG26_RunnerOverItsRateIs429AndTheRefusedRequestChangesNothing(t *testing
 		b.advance(1500 * time.Millisecond)
 		resp, err := d.Do(b.ctx, "claim", claimBody(t, "runner_alice"))
 		require.NoError(t, err)
-		requireRateLimited(t, resp, 58_500)
+		requireRateLimited(t, resp, 59)
 		require.Equal(t, before, b.dumpState(t), "no grant, and presence not stamped at the later store time")
 		p, _ := b.presence(t, "runner_alice")
 		require.Equal(t, seen.LastSeenAt, p.LastSeenAt)
@@ -62,7 +64,7 @@ func TestG26_RunnerOverItsRateIs429AndTheRefusedRequestChangesNothing(t *testing
 		b.advance(58_500 * time.Millisecond)
 		b.claimOne(t, d, "job-1")
 		_, err = d.Heartbeat(b.ctx, nil)
-		requireRefused(t, err, http.StatusTooManyRequests, bodyRateLimited(60_000))
+		requireRefused(t, err, http.StatusTooManyRequests, bodyRateLimited(60))
 	})
 }
 
@@ -74,8 +76,7 @@ func TestG26_RateLimitedAnswerRoundsRetryAfterUpToWholeSeconds(t *testing.T) {
 		require.NoError(t, err)
 		resp, err := d.Do(b.ctx, "heartbeat", heartbeatBody(t, "runner_alice"))
 		require.NoError(t, err)
-		requireRateLimited(t, resp, 1500)
-		require.Equal(t, "2", resp.Header.Get("Retry-After"))
+		requireRateLimited(t, resp, 2)
 	})
 }
 
@@ -101,7 +102,7 @@ func TestG26_StrangerNamingARunnerCannotDrainItsBucket(t *testing.T) {
 
 		resp, err = d.Do(b.ctx, "claim", body)
 		require.NoError(t, err)
-		requireRateLimited(t, resp, time.Hour.Milliseconds())
+		requireRateLimited(t, resp, 3600)
 		resp, err = impostor.Do(b.ctx, "claim", body)
 		require.NoError(t, err)
 		requireAnswer(t, resp, 401, bodyBadSignature)
@@ -114,7 +115,7 @@ func TestG26_SiteOverItsRateIs429AndEachSiteHasItsOwnBucket(t *testing.T) {
 		_, err := b.site.Pending(b.ctx)
 		require.NoError(t, err)
 		resp := siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", enqueueBody(t, siteMain, b.stub(t, "job-1", "alice")))
-		requireRateLimited(t, resp, time.Hour.Milliseconds())
+		requireRateLimited(t, resp, 3600)
 		b.requireNoJob(t, "job-1")
 
 		// The other registered site is charged to its own bucket, and an
@@ -138,12 +139,12 @@ func TestG26_PairIsChargedToTheClientAddress(t *testing.T) {
 		pair := pairBody(t, "alice", b.keys["alice"].Public())
 		requireAnswer(t, postPair(t, b, []byte(`{}`)), 400, bodyPairSchema)
 		require.Equal(t, 200, postPair(t, b, pair).Status)
-		requireRateLimited(t, postPair(t, b, pair), time.Hour.Milliseconds())
+		requireRateLimited(t, postPair(t, b, pair), 3600)
 
 		// Without --trust-forwarded-for the header is the caller's to
 		// write, so it changes nothing.
 		forwarded := client.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pair, Header: http.Header{"X-Forwarded-For": {"198.51.100.7"}}}
-		requireRateLimited(t, b.raw(t, forwarded), time.Hour.Milliseconds())
+		requireRateLimited(t, b.raw(t, forwarded), 3600)
 
 		// A paired runner has its own bucket, full.
 		_, err := b.daemonAt(t, "alice", b.url, "runner_alice").Heartbeat(b.ctx, nil)
@@ -159,21 +160,21 @@ func TestG26_BehindALoadBalancerPairIsChargedToTheLastForwardedAddress(t *testin
 			return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pair, Header: http.Header{"X-Forwarded-For": xff}})
 		}
 		require.Equal(t, 200, from("198.51.100.7").Status)
-		requireRateLimited(t, from("198.51.100.7"), time.Hour.Milliseconds())
+		requireRateLimited(t, from("198.51.100.7"), 3600)
 		// Entries before the last are the client's own words: spoofing them
 		// does not buy a new bucket.
-		requireRateLimited(t, from("203.0.113.1, 198.51.100.7"), time.Hour.Milliseconds())
-		requireRateLimited(t, from("203.0.113.1", "198.51.100.7"), time.Hour.Milliseconds())
+		requireRateLimited(t, from("203.0.113.1, 198.51.100.7"), 3600)
+		requireRateLimited(t, from("203.0.113.1", "198.51.100.7"), 3600)
 		// Another client is another bucket, with or without its port.
 		require.Equal(t, 200, from("198.51.100.8").Status)
-		requireRateLimited(t, from("198.51.100.8:4444"), time.Hour.Milliseconds())
+		requireRateLimited(t, from("198.51.100.8:4444"), 3600)
 		// IPv6 is charged per /64, and an IPv4-mapped address as IPv4.
 		require.Equal(t, 200, from("2001:db8:1:2::1").Status)
-		requireRateLimited(t, from("2001:db8:1:2:ffff::9"), time.Hour.Milliseconds())
-		requireRateLimited(t, from("::ffff:198.51.100.8"), time.Hour.Milliseconds())
+		requireRateLimited(t, from("2001:db8:1:2:ffff::9"), 3600)
+		requireRateLimited(t, from("::ffff:198.51.100.8"), 3600)
 		// Without a usable header, the connection's address is charged.
 		require.Equal(t, 200, from("not an address").Status)
-		requireRateLimited(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pair}), time.Hour.Milliseconds())
+		requireRateLimited(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pair}), 3600)
 	})
 }
 
@@ -197,7 +198,7 @@ func TestG26_ReplicasOnOneValkeyLimitACallerTogether(t *testing.T) {
 	for _, d := range daemons {
 		resp, err := d.Do(b.ctx, "claim", claimBody(t, "runner_alice"))
 		require.NoError(t, err)
-		requireRateLimited(t, resp, time.Hour.Milliseconds())
+		requireRateLimited(t, resp, 3600)
 	}
 }
 

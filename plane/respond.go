@@ -32,21 +32,18 @@ func writeJSON(c echo.Context, status int, v any) error {
 	return err
 }
 
+// writeRefusal sends a refusal. A refusal that asks the caller to come back
+// later says when twice, in the body's retryAfter and in Retry-After, both in
+// whole seconds as WireError defines them (decision D1).
 func writeRefusal(c echo.Context, r *protocol.Refusal) error {
-	switch r.Body.Error {
-	case protocol.CodeServerError:
-		c.Response().Header().Set("Retry-After", "1")
-	case protocol.CodeRateLimited:
-		// Whole seconds on the header, rounded up so that a client obeying
-		// it is never early; the body's retryAfter has the milliseconds.
-		c.Response().Header().Set("Retry-After", strconv.FormatInt((r.Body.RetryAfter+999)/1000, 10))
+	if r.Body.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.FormatInt(r.Body.RetryAfter, 10))
 	}
 	return writeJSON(c, r.Status, r.Body)
 }
 
-// serverError is the answer when the store cannot: retryable, and nothing
-// was half-written, because every store operation is atomic.
-var serverError = protocol.RefuseWith(http.StatusServiceUnavailable, protocol.CodeServerError, "the relay's routing store is unavailable; try again")
+// serverError is the answer when the store cannot answer.
+var serverError = protocol.StoreUnavailable()
 
 // storeFailure logs a store error and answers 503.
 func storeFailure(c echo.Context, logger *slog.Logger, op string, err error) error {
@@ -141,13 +138,20 @@ func recoverPanics(logger *slog.Logger) echo.MiddlewareFunc {
 				if p := recover(); p != nil {
 					logger.Error("panic while serving a request", slog.String("request_id", requestID(c)), slog.Any("panic", p))
 					if !c.Response().Committed {
-						err = writeRefusal(c, protocol.RefuseWith(http.StatusInternalServerError, protocol.CodeServerError, "internal error"))
+						err = writeRefusal(c, internalError())
 					}
 				}
 			}()
 			return next(c)
 		}
 	}
+}
+
+// internalError answers a panic: a server error the caller may retry.
+func internalError() *protocol.Refusal {
+	r := protocol.RefuseWith(http.StatusInternalServerError, protocol.CodeServerError, "internal error")
+	r.Body.RetryAfter = 1
+	return r
 }
 
 // leaseRefusal maps a store refusal on a lease-scoped daemon call to the

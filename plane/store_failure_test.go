@@ -53,7 +53,7 @@ func TestStoreOutageIsARetryableJSON503AndNotReady(t *testing.T) {
 		d := b.paired(t, "alice")
 		o.down.Store(true)
 
-		const unavailable = `{"error":"server-error","message":"the relay's routing store is unavailable; try again"}`
+		const unavailable = `{"error":"server-error","message":"the relay's routing store is unavailable; try again","retryAfter":1}`
 		resp, err := d.Do(b.ctx, "claim", claimBody(t, "runner_alice"))
 		require.NoError(t, err)
 		requireAnswer(t, resp, 503, unavailable)

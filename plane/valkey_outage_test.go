@@ -36,7 +36,7 @@ func TestValkeyOutageIs503AndTheRelayRecoversByItself(t *testing.T) {
 	srv.Stop(t)
 	resp, err := d.Do(b.ctx, "claim", claimBody(t, "runner_alice"))
 	require.NoError(t, err)
-	requireAnswer(t, resp, http.StatusServiceUnavailable, `{"error":"server-error","message":"the relay's routing store is unavailable; try again"}`)
+	requireAnswer(t, resp, http.StatusServiceUnavailable, `{"error":"server-error","message":"the relay's routing store is unavailable; try again","retryAfter":1}`)
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 	ready := b.raw(t, client.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
 	require.Equal(t, http.StatusServiceUnavailable, ready.Status)

@@ -53,7 +53,8 @@ type ErrorBody struct {
 	MaxSkewMs  int64    `json:"maxSkewMs,omitempty"`
 	Supported  []string `json:"supported,omitempty"`
 	Minimum    string   `json:"minimum,omitempty"`
-	RetryAfter int64    `json:"retryAfter,omitempty"`
+	// RetryAfter is whole seconds, equal to the Retry-After header.
+	RetryAfter int64 `json:"retryAfter,omitempty"`
 }
 
 // Refusal is a complete refusal: status and body.
@@ -107,7 +108,8 @@ const (
 	MsgIDTaken            = "that job id belongs to another site"
 	MsgAlreadyFinished    = "this job has already finished"
 	MsgUnsupportedVersion = "this relay speaks protocol version 0 only"
-	MsgRateLimited        = "too many requests from this caller; wait retryAfter milliseconds and try again"
+	MsgRateLimited        = "too many requests from this caller; wait retryAfter seconds and try again"
+	MsgStoreUnavailable   = "the relay's routing store is unavailable; try again"
 )
 
 // ClockSkew builds the stale-timestamp refusal, which carries the server's
@@ -134,9 +136,19 @@ func UnsupportedVersion() *Refusal {
 }
 
 // RateLimited is relayd's refusal of a caller over its rate (design.md §3,
-// G26). retryAfterMs is how long the caller must wait, at least 1.
-func RateLimited(retryAfterMs int64) *Refusal {
+// G26). retryAfterSeconds is how long the caller must wait; the body's
+// retryAfter is whole seconds, as WireError defines it, and at least 1.
+func RateLimited(retryAfterSeconds int64) *Refusal {
 	r := Refuse(CodeRateLimited, MsgRateLimited)
-	r.Body.RetryAfter = max(retryAfterMs, 1)
+	r.Body.RetryAfter = max(retryAfterSeconds, 1)
+	return r
+}
+
+// StoreUnavailable is the answer when the routing store cannot answer:
+// retryable after a second, and nothing was half-written, because every
+// store operation is atomic.
+func StoreUnavailable() *Refusal {
+	r := RefuseWith(http.StatusServiceUnavailable, CodeServerError, MsgStoreUnavailable)
+	r.Body.RetryAfter = 1
 	return r
 }

@@ -89,3 +89,25 @@ func requirePairLimitedAfter(t *testing.T, replicas []string, n int) {
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	require.Equal(t, "3600", resp.Header.Get("Retry-After"), "one token an hour, in whole seconds")
 }
+
+// Decision D1, end to end: the issue's own reproduction. With one pairing a
+// minute, the second unsigned pair is told to wait 60 seconds, in the body
+// (WireError's retryAfter is seconds, and the published daemons multiply it
+// by 1000) and in Retry-After alike.
+func TestD1_RetryAfterIsSecondsInTheBodyAndTheHeader(t *testing.T) {
+	r := startWith(t, []string{"--rate-limit", "1/m", "--rate-burst", "1"})
+	post := func() (*http.Response, string) {
+		resp, err := http.Post(r.public+"/byollm/pair", "application/json", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(body)
+	}
+	first, _ := post()
+	require.Equal(t, http.StatusBadRequest, first.StatusCode)
+	resp, body := post()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "60", resp.Header.Get("Retry-After"))
+	require.Equal(t, `{"error":"rate-limited","message":"too many requests from this caller; wait retryAfter seconds and try again","retryAfter":60}`, body)
+}

@@ -306,14 +306,15 @@ func (r *Run) call(ctx context.Context, endpoint string, fn func(ctx context.Con
 	}
 }
 
-// retryAfter is how long a 429 asks the caller to wait, within sane bounds.
+// retryAfter is how long a 429 asks the caller to wait (its retryAfter is
+// whole seconds), capped so that a run stays bounded.
 func retryAfter(err error) time.Duration {
 	var e *client.Error
-	d := 100 * time.Millisecond
+	d := time.Second
 	if errors.As(err, &e) && e.Body.RetryAfter > 0 {
-		d = time.Duration(e.Body.RetryAfter) * time.Millisecond
+		d = time.Duration(e.Body.RetryAfter) * time.Second
 	}
-	return min(max(d, 5*time.Millisecond), 5*time.Second)
+	return min(d, 5*time.Second)
 }
 
 // noteSealWait folds one claim-to-payload time into the moving average.
