@@ -68,10 +68,10 @@ func TestAdversarial_ReplaysInsideTheFreshnessWindowChangeNothing(t *testing.T) 
 		require.Len(t, claimed.Jobs, 2)
 		c1, c2 := claimed.Jobs[0], claimed.Jobs[1]
 		r.site(t, http.MethodGet, "pending", "?siteId="+siteMain, nil)
-		r.site(t, http.MethodPost, "payload", "", payloadBody(t, c1.ID))
+		r.site(t, http.MethodPost, "payload", "", b.payloadBody(t, c1.ID))
 		r.daemon(t, d, "fetch", fetchBody(t, "runner_alice", c1.ID, c1.Lease.ID))
 		r.daemon(t, d, "heartbeat", heartbeatBody(t, "runner_alice", lease(c1), lease(c2)))
-		r.daemon(t, d, "result", resultBody(t, "runner_alice", c1.ID, c1.Lease.ID))
+		r.daemon(t, d, "result", b.resultBody(t, "runner_alice", c1.ID, c1.Lease.ID))
 		r.daemon(t, d, "release", mustJSON(t, protocol.ReleaseRequest{ProtocolVersion: "0", RunnerID: "runner_alice", Leases: []protocol.LeaseRef{lease(c2)}, Reason: protocol.ReasonRefused}))
 		r.site(t, http.MethodPost, "cancel", "", []byte(`{"siteId":"site_main","jobId":"job-2"}`))
 		r.site(t, http.MethodGet, "results", "?siteId="+siteMain, nil)
@@ -247,7 +247,7 @@ func TestAdversarial_DeviceRemovedMidJobCanNeitherFetchNorDeliver(t *testing.T) 
 
 		for endpoint, body := range map[string][]byte{
 			"fetch":     fetchBody(t, "runner_alice", c.ID, c.Lease.ID),
-			"result":    resultBody(t, "runner_alice", c.ID, c.Lease.ID),
+			"result":    b.resultBody(t, "runner_alice", c.ID, c.Lease.ID),
 			"heartbeat": heartbeatBody(t, "runner_alice", lease(c)),
 			"release":   mustJSON(t, protocol.ReleaseRequest{ProtocolVersion: "0", RunnerID: "runner_alice", Leases: []protocol.LeaseRef{lease(c)}, Reason: protocol.ReasonShutdown}),
 		} {
@@ -281,7 +281,7 @@ func TestAdversarial_ConsentRevokedMidJobLeavesNoResultBehind(t *testing.T) {
 		require.NoError(t, err)
 
 		b.project(t, withRevocation("alice"))
-		resp, err := d.Do(b.ctx, "result", resultBody(t, "runner_alice", c.ID, c.Lease.ID))
+		resp, err := d.Do(b.ctx, "result", b.resultBody(t, "runner_alice", c.ID, c.Lease.ID))
 		require.NoError(t, err)
 		requireAnswer(t, resp, 403, bodyRevoked)
 		j := b.requireState(t, c.ID, store.Running)
@@ -303,7 +303,7 @@ func TestAdversarial_ConsentRevokedMidJobLeavesNoResultBehind(t *testing.T) {
 		b.project(t, func(f *projection.Fixture, _ keyring) { f.Revoked = nil })
 		again := b.claimOne(t, d, c.ID)
 		require.NotEqual(t, c.Lease.ID, again.Lease.ID)
-		resp, err = d.Do(b.ctx, "result", resultBody(t, "runner_alice", c.ID, c.Lease.ID))
+		resp, err = d.Do(b.ctx, "result", b.resultBody(t, "runner_alice", c.ID, c.Lease.ID))
 		require.NoError(t, err)
 		requireAnswer(t, resp, 403, bodyStaleLease)
 	})

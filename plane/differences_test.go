@@ -529,3 +529,56 @@ func TestG26_OversizedBodyKeepsAWireCodeEveryClientKnows(t *testing.T) {
 		require.NotEmpty(t, e.Message)
 	})
 }
+
+// D11: the race a fault run found. The site reads pending while alice's
+// laptop holds the job; the laptop's sealing window lapses and her second
+// device claims the job; the payload the site sealed to the laptop then
+// arrives. It is refused with the status and code of a late seal, so the
+// second device is never handed a payload it cannot open, and the site's
+// next pending read names the device to seal to.
+func TestD11_StaleSealIsRefused(t *testing.T) {
+	eachStore(t, nil, func(t *testing.T, b *bundle) {
+		laptop, second := b.paired(t, "alice"), b.paired(t, "alice2")
+		b.enqueue(t, b.stub(t, "job-1", "alice"))
+		b.claimOne(t, laptop, "job-1")
+		read := b.pending(t, "job-1")
+		require.Equal(t, b.keys["alice"].Public(), read.Device)
+
+		b.advance(protocol.AwaitingPayloadMs * time.Millisecond)
+		c := b.claimOne(t, second, "job-1")
+		stale, err := b.site.SealFor(read, "job-1", c.DeadlineAt, json.RawMessage(`{"prompt":"for the laptop"}`))
+		require.NoError(t, err)
+		_, err = b.site.Payload(b.ctx, "job-1", stale)
+		requireRefused(t, err, http.StatusConflict, `{"error":"too-late","message":"job is awaiting a payload for another device"}`)
+		require.Nil(t, b.requireState(t, "job-1", store.AwaitingPayload).Payload)
+
+		b.seal(t, c, `{"prompt":"for the second device"}`)
+		got, err := second.Fetch(b.ctx, "job-1", c.Lease.ID)
+		require.NoError(t, err)
+		plain, err := client.Open(b.keys["alice2"], got.Envelope, client.Expectation{JobID: "job-1", Direction: protocol.DirectionPayload, SenderIdentity: b.keys["site"].Public().Identity})
+		require.NoError(t, err)
+		require.JSONEq(t, `{"prompt":"for the second device"}`, string(plain))
+	})
+}
+
+// D11's mirror on result: a result the holder's device did not seal could
+// never be verified by the site, so it is refused and the job stays open
+// for the holder's own.
+func TestD11_ResultFromAnotherDeviceIsRefused(t *testing.T) {
+	eachStore(t, nil, func(t *testing.T, b *bundle) {
+		d := b.paired(t, "alice")
+		b.enqueue(t, b.stub(t, "job-1", "alice"))
+		c := b.claimOne(t, d, "job-1")
+		b.seal(t, c, `{"prompt":"p"}`)
+		_, err := d.Fetch(b.ctx, "job-1", c.Lease.ID)
+		require.NoError(t, err)
+
+		forged, err := client.Seal(b.keys["bob"], b.keys["site"].Public(), c.ID, protocol.DirectionResult, c.DeadlineAt, json.RawMessage(`{"outcome":{"text":"not mine"}}`))
+		require.NoError(t, err)
+		_, err = d.Result(b.ctx, c.ID, c.Lease.ID, forged, protocol.DispositionOK)
+		requireRefused(t, err, http.StatusBadRequest, `{"error":"bad-request","message":"that result is not sealed by the device that holds the job"}`)
+		require.Nil(t, b.requireState(t, "job-1", store.Running).Result)
+
+		b.finish(t, d, c, `{"outcome":{"text":"mine"}}`)
+	})
+}

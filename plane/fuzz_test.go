@@ -120,9 +120,14 @@ func (w *fuzzWorld) state(t *testing.T) *fuzzState {
 		return protocol.JobStub{ID: id, Kind: kind, Owner: owner, Site: siteKeyID, Audience: protocol.AudiencePublic,
 			SizeClass: protocol.SizeClassSmall, DeadlineAt: now + time.Hour.Milliseconds()}
 	}
+	// Envelopes between the site and alice's device, who holds every job.
 	envelope := func(secret, direction string) protocol.SealedEnvelope {
 		s.secrets = append(s.secrets, secret)
-		return protocol.SealedEnvelope{Ciphertext: secret, RecipientKeyID: "r", SenderKeyID: "s", Direction: direction, DeadlineAt: now + time.Hour.Milliseconds()}
+		e := protocol.SealedEnvelope{Ciphertext: secret, RecipientKeyID: w.keys["alice"].KeyID(), SenderKeyID: siteKeyID, Direction: direction, DeadlineAt: now + time.Hour.Milliseconds()}
+		if direction == protocol.DirectionResult {
+			e.RecipientKeyID, e.SenderKeyID = e.SenderKeyID, e.RecipientKeyID
+		}
+		return e
 	}
 	alice := w.keys["alice"].Public()
 	claim := store.ClaimInput{RunnerID: "runner_alice", Owner: "alice", Device: alice, Routes: []store.Route{{SiteID: siteMain, Owner: "alice"}},

@@ -57,13 +57,14 @@ func TestLimits_CiphertextOverTheCapIsASchemaRefusal(t *testing.T) {
 	opts := &setupOpts{Limits: protocol.Limits{MaxCiphertextBytes: 16}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		d, c := claimedJob(t, b)
-		env := protocol.SealedEnvelope{Ciphertext: strings.Repeat("A", 17), RecipientKeyID: "r", SenderKeyID: "s", Direction: protocol.DirectionPayload, DeadlineAt: 1}
+		env := protocol.SealedEnvelope{Ciphertext: strings.Repeat("A", 17), RecipientKeyID: b.keys["alice"].KeyID(), SenderKeyID: b.keys["site"].KeyID(), Direction: protocol.DirectionPayload, DeadlineAt: 1}
 
 		resp := siteDo(b.ctx, t, b.site, http.MethodPost, "payload", mustJSON(t, protocol.PayloadRequest{SiteID: siteMain, JobID: c.ID, Envelope: env}))
 		requireAnswer(t, resp, 400, bodySchema)
 		b.requireState(t, c.ID, store.AwaitingPayload)
 
 		env.Direction = protocol.DirectionResult
+		env.RecipientKeyID, env.SenderKeyID = env.SenderKeyID, env.RecipientKeyID
 		resp, err := d.Do(b.ctx, "result", mustJSON(t, protocol.ResultRequest{ProtocolVersion: "0", RunnerID: "runner_alice", JobID: c.ID, LeaseID: c.Lease.ID, Envelope: env, Disposition: protocol.DispositionOK}))
 		require.NoError(t, err)
 		requireAnswer(t, resp, 400, bodySchema)

@@ -40,15 +40,20 @@ func fetchBody(t *testing.T, runner, jobID, leaseID string) []byte {
 	return mustJSON(t, protocol.FetchRequest{ProtocolVersion: "0", RunnerID: runner, JobID: jobID, LeaseID: leaseID})
 }
 
-func resultBody(t *testing.T, runner, jobID, leaseID string) []byte {
+// resultBody is a result sealed by the runner's own device, as the store
+// requires of the holder's (D11).
+func (b *bundle) resultBody(t *testing.T, runner, jobID, leaseID string) []byte {
 	t.Helper()
-	env := protocol.SealedEnvelope{Ciphertext: "opaque", RecipientKeyID: "r", SenderKeyID: "s", Direction: protocol.DirectionResult, DeadlineAt: 1}
+	device := b.keys[strings.TrimPrefix(runner, "runner_")]
+	env := protocol.SealedEnvelope{Ciphertext: "opaque", RecipientKeyID: b.keys["site"].KeyID(), SenderKeyID: device.KeyID(), Direction: protocol.DirectionResult, DeadlineAt: 1}
 	return mustJSON(t, protocol.ResultRequest{ProtocolVersion: "0", RunnerID: runner, JobID: jobID, LeaseID: leaseID, Envelope: env, Disposition: protocol.DispositionOK})
 }
 
-func payloadBody(t *testing.T, jobID string) []byte {
+// payloadBody is a payload sealed to alice's laptop, the holder in every
+// test that sends it.
+func (b *bundle) payloadBody(t *testing.T, jobID string) []byte {
 	t.Helper()
-	env := protocol.SealedEnvelope{Ciphertext: "opaque", RecipientKeyID: "r", SenderKeyID: "s", Direction: protocol.DirectionPayload, DeadlineAt: 1}
+	env := protocol.SealedEnvelope{Ciphertext: "opaque", RecipientKeyID: b.keys["alice"].KeyID(), SenderKeyID: b.keys["site"].KeyID(), Direction: protocol.DirectionPayload, DeadlineAt: 1}
 	return mustJSON(t, protocol.PayloadRequest{SiteID: siteMain, JobID: jobID, Envelope: env})
 }
 
@@ -137,7 +142,7 @@ func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
 			return resp
 		}, 404, fixed(bodyUnknownJob)},
 		{"13 result unknown job", nil, func(t *testing.T, b *bundle) client.RawResponse {
-			resp, err := b.paired(t, "alice").Do(b.ctx, "result", resultBody(t, "runner_alice", "nope", "l"))
+			resp, err := b.paired(t, "alice").Do(b.ctx, "result", b.resultBody(t, "runner_alice", "nope", "l"))
 			require.NoError(t, err)
 			return resp
 		}, 404, fixed(bodyUnknownJob)},
@@ -149,7 +154,7 @@ func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
 		}, 403, fixed(bodyNotHolder)},
 		{"14 result by a runner that does not hold the job", nil, func(t *testing.T, b *bundle) client.RawResponse {
 			_, c := claimedJob(t, b)
-			resp, err := b.paired(t, "alice2").Do(b.ctx, "result", resultBody(t, "runner_alice2", c.ID, c.Lease.ID))
+			resp, err := b.paired(t, "alice2").Do(b.ctx, "result", b.resultBody(t, "runner_alice2", c.ID, c.Lease.ID))
 			require.NoError(t, err)
 			return resp
 		}, 403, fixed(bodyNotHolder)},
@@ -161,7 +166,7 @@ func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
 		}, 403, fixed(bodyStaleLease)},
 		{"15 result under a stale lease", nil, func(t *testing.T, b *bundle) client.RawResponse {
 			d, c := claimedJob(t, b)
-			resp, err := d.Do(b.ctx, "result", resultBody(t, "runner_alice", c.ID, "00000000-0000-4000-8000-000000000000"))
+			resp, err := d.Do(b.ctx, "result", b.resultBody(t, "runner_alice", c.ID, "00000000-0000-4000-8000-000000000000"))
 			require.NoError(t, err)
 			return resp
 		}, 403, fixed(bodyStaleLease)},
@@ -202,22 +207,22 @@ func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", enqueueBody(t, siteMain, b.stub(t, "shared-id", "alice")))
 		}, 403, fixed(bodyIDTaken)},
 		{"25 payload for an unknown job", nil, func(t *testing.T, b *bundle) client.RawResponse {
-			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", payloadBody(t, "nope"))
+			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", b.payloadBody(t, "nope"))
 		}, 404, fixed(bodyUnknownJob)},
 		{"25 payload for another site's job", nil, func(t *testing.T, b *bundle) client.RawResponse {
 			foreign := b.otherSite.Stub("foreign", protocol.KindGenerate, "alice", b.storeNow(t)+jobTTL.Milliseconds())
 			_, err := b.store.Enqueue(b.ctx, store.EnqueueInput{SiteID: siteOther, Stub: foreign})
 			require.NoError(t, err)
-			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", payloadBody(t, "foreign"))
+			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", b.payloadBody(t, "foreign"))
 		}, 404, fixed(bodyUnknownJob)},
 		{"26 payload for a queued job", nil, func(t *testing.T, b *bundle) client.RawResponse {
 			b.enqueue(t, b.stub(t, "job-1", "alice"))
-			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", payloadBody(t, "job-1"))
+			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", b.payloadBody(t, "job-1"))
 		}, 409, fixed(bodyTooLate(store.Queued))},
 		{"26 payload for a job already sealed", nil, func(t *testing.T, b *bundle) client.RawResponse {
 			_, c := claimedJob(t, b)
 			b.seal(t, c, `{"prompt":"p"}`)
-			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", payloadBody(t, "job-1"))
+			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", b.payloadBody(t, "job-1"))
 		}, 409, fixed(bodyTooLate(store.Ready))},
 	}
 	for _, tc := range cases {

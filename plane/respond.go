@@ -155,7 +155,7 @@ func internalError() *protocol.Refusal {
 }
 
 // leaseRefusal maps a store refusal on a lease-scoped daemon call to the
-// reference's wire answer (A7.2), with relayd's G9 refusal added.
+// reference's wire answer (A7.2), with relayd's G9 and D11 refusals added.
 func leaseRefusal(code store.RefusalCode) *protocol.Refusal {
 	switch code {
 	case store.RefusedNotFound:
@@ -168,6 +168,8 @@ func leaseRefusal(code store.RefusalCode) *protocol.Refusal {
 		return protocol.Refuse(protocol.CodeNotReady, protocol.MsgNotSealed)
 	case store.RefusedFinished:
 		return protocol.Refuse(protocol.CodeTooLate, protocol.MsgAlreadyFinished)
+	case store.RefusedOtherDevice:
+		return protocol.Refuse(protocol.CodeBadRequest, protocol.MsgResultFromOtherDevice)
 	}
 	return nil
 }

@@ -117,6 +117,9 @@ func (r *Relay) payload(q *siteCall, v any) error {
 			return writeRefusal(q.c, protocol.Refuse(protocol.CodeNotFound, protocol.MsgUnknownJob))
 		case store.RefusedTooLate:
 			return writeRefusal(q.c, protocol.Refuse(protocol.CodeTooLate, fmt.Sprintf("job is %s, not awaiting payload", refusal.Was)))
+		case store.RefusedOtherDevice:
+			// The status and code of a late seal, which sites already handle (D11).
+			return writeRefusal(q.c, protocol.Refuse(protocol.CodeTooLate, protocol.MsgSealedForOtherDevice))
 		}
 	}
 	return storeFailure(q.c, r.cfg.Logger, "seal", err)

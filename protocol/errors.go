@@ -110,6 +110,10 @@ const (
 	MsgUnsupportedVersion = "this relay speaks protocol version 0 only"
 	MsgRateLimited        = "too many requests from this caller; wait retryAfter seconds and try again"
 	MsgStoreUnavailable   = "the relay's routing store is unavailable; try again"
+	// relayd's stale-seal refusals (decision D11): the envelope names a
+	// device other than the one holding the job.
+	MsgSealedForOtherDevice  = "job is awaiting a payload for another device"
+	MsgResultFromOtherDevice = "that result is not sealed by the device that holds the job"
 )
 
 // ClockSkew builds the stale-timestamp refusal, which carries the server's

@@ -234,7 +234,9 @@ type RoutingStore interface {
 	Fetch(ctx context.Context, in LeaseInput) (protocol.SealedEnvelope, error)
 
 	// Result records a result once. A replay under the same grant is a
-	// duplicate. Refusals: RefusedNotFound, RefusedNotHolder, RefusedStaleLease.
+	// duplicate. Refusals: RefusedNotFound, RefusedNotHolder,
+	// RefusedStaleLease, and RefusedOtherDevice when the envelope's
+	// SenderKeyID is not the holder's key id (no site could verify it).
 	Result(ctx context.Context, in ResultInput) (ResultOutcome, error)
 
 	// Release requeues the unfinished jobs whose named grant the runner
@@ -242,7 +244,10 @@ type RoutingStore interface {
 	Release(ctx context.Context, in ReleaseInput) ([]string, error)
 
 	// Payload stores the payload of a job awaiting it. Refusals:
-	// RefusedNotFound (missing or another site's), RefusedTooLate (with Was).
+	// RefusedNotFound (missing or another site's), RefusedTooLate (with Was),
+	// and RefusedOtherDevice when the envelope's RecipientKeyID is not the
+	// key id of the device holding the current grant: a seal made for an
+	// earlier holder, which the current one could never open (D11).
 	Payload(ctx context.Context, in PayloadInput) error
 
 	// Cancel flags a site's job as cancelled, reporting whether it exists.
@@ -298,6 +303,8 @@ const (
 	RefusedTooLate    RefusalCode = "too-late"
 	RefusedFinished   RefusalCode = "finished"
 	RefusedIDTaken    RefusalCode = "id-taken"
+	// RefusedOtherDevice: an envelope names a device other than the holder.
+	RefusedOtherDevice RefusalCode = "other-device"
 )
 
 // Refusal is an expected "no" from the store, as opposed to a failure.
@@ -324,6 +331,14 @@ func RefusalOf(err error) RefusalCode {
 		return r.Code
 	}
 	return ""
+}
+
+// HolderKeyID is the key id of the device a claim was granted to, the one a
+// payload must be sealed to and a result sealed by; "" when its identity is
+// not a decodable key, which matches no envelope.
+func (c *Claim) HolderKeyID() string {
+	id, _ := protocol.KeyIDOf(c.Device.Identity)
+	return id
 }
 
 // ClaimedStub builds the stub a daemon receives for a granted job.

@@ -134,15 +134,22 @@ func saturateWorker(ctx context.Context, st store.RoutingStore, w int, jobs *ato
 	const siteID = "site-saturate"
 	runner := "saturate-runner-" + strconv.Itoa(w)
 	owner := "saturate-owner-" + strconv.Itoa(w)
-	device := protocol.PublicIdentity{Identity: "id-" + runner, Encryption: "enc-" + runner, EncryptionSig: "sig-" + runner}
+	// The identity only needs to decode as a key: envelopes name its key id.
+	identity := base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%-32s", runner)))
+	device := protocol.PublicIdentity{Identity: identity, Encryption: "enc-" + runner, EncryptionSig: "sig-" + runner}
+	deviceKeyID, _ := protocol.KeyIDOf(identity)
 	if _, err := st.Pair(ctx, store.PairInput{RunnerID: runner, Owner: owner, Device: device}); err != nil {
 		return fmt.Errorf("saturate: seen: %w", err)
 	}
 	ciphertext := make([]byte, 256)
 	_, _ = rand.Read(ciphertext)
 	envelope := func(dir string, deadline int64) protocol.SealedEnvelope {
-		return protocol.SealedEnvelope{Ciphertext: base64.StdEncoding.EncodeToString(ciphertext), RecipientKeyID: "recipient",
-			SenderKeyID: "sender", Direction: dir, DeadlineAt: deadline}
+		e := protocol.SealedEnvelope{Ciphertext: base64.StdEncoding.EncodeToString(ciphertext), RecipientKeyID: deviceKeyID,
+			SenderKeyID: "site-key", Direction: dir, DeadlineAt: deadline}
+		if dir == protocol.DirectionResult {
+			e.RecipientKeyID, e.SenderKeyID = e.SenderKeyID, e.RecipientKeyID
+		}
+		return e
 	}
 	// The daemon plane's lookup before each of its calls.
 	daemonAuth := func() error {

@@ -310,6 +310,17 @@ local function holder_refusal(rec, runner, lease)
   return nil
 end
 
+-- holder_key_is says whether kid is the key id of the device holding rec's
+-- grant, as the claim stored it beside the device's keys. A grant stored
+-- before key ids were kept has none and is not second-guessed.
+local function holder_key_is(rec, kid)
+  local ok, dev = pcall(cjson.decode, rec.device)
+  if not ok or type(dev) ~= 'table' then
+    return false
+  end
+  return dev.keyId == nil or dev.keyId == kid
+end
+
 -- held returns the live job that runner holds under lease, or nil and the
 -- reply that refuses the call (unreadable record, not-found, not-holder,
 -- stale-lease), in the reference's order.

@@ -1,11 +1,12 @@
 -- complete: record a job's result once, under the current grant.
 -- ARGV: job id, runner, lease id, result JSON, disposition, touch '1'|'0'
--- (stamp the runner's presence first, whatever the outcome).
+-- (stamp the runner's presence first, whatever the outcome), the result's
+-- sender key id.
 -- Reply: {'ok', duplicate '1'|'0'} or {'refused', code}.
 -- Re-run: the job is done under the same grant, so the re-run is a
 -- duplicate and overwrites nothing.
 local now = clock_now()
-local id, runner, lease, result, disposition = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local id, runner, lease, result, disposition, sender = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[7]
 if ARGV[6] == '1' then
   stamp_presence(runner, now)
 end
@@ -13,6 +14,10 @@ end
 local rec, refusal = held(id, runner, lease, now)
 if not rec then
   return refusal
+end
+-- Sealed by another device than the holder: no site could verify it.
+if not holder_key_is(rec, sender) then
+  return { 'refused', 'other-device' }
 end
 if rec.state == STATE_DONE then
   return { 'ok', '1' }

@@ -1,10 +1,10 @@
 -- seal: store the payload of a job awaiting it; the job becomes ready.
--- ARGV: job id, site, payload JSON.
+-- ARGV: job id, site, payload JSON, the payload's recipient key id.
 -- Reply: {'ok'} or {'refused', code[, state]}.
 -- Re-run: the job is no longer awaiting, so the re-run is refused as
 -- too-late and changes nothing.
 local now = clock_now()
-local id, site, payload = ARGV[1], ARGV[2], ARGV[3]
+local id, site, payload, recipient = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 local rec, how = live(id, now)
 if how == 'unreadable' then
@@ -15,6 +15,10 @@ if not rec or rec.site ~= site then
 end
 if rec.state ~= STATE_AWAITING then
   return { 'refused', 'too-late', rec.state }
+end
+-- Sealed to an earlier holder: the current one could never open it (D11).
+if not holder_key_is(rec, recipient) then
+  return { 'refused', 'other-device' }
 end
 redis.call('HSET', K.payload, id, payload)
 redis.call('ZREM', K.window, id)

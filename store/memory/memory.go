@@ -222,6 +222,8 @@ func (s *Store) Result(_ context.Context, in store.ResultInput) (store.ResultOut
 		return store.ResultOutcome{}, store.Refuse(store.RefusedNotHolder)
 	case r.job.ClaimedBy.LeaseID != in.LeaseID:
 		return store.ResultOutcome{}, store.Refuse(store.RefusedStaleLease)
+	case in.Envelope.SenderKeyID != r.job.ClaimedBy.HolderKeyID():
+		return store.ResultOutcome{}, store.Refuse(store.RefusedOtherDevice)
 	case r.job.State == store.Done:
 		return store.ResultOutcome{Duplicate: true}, nil
 	}
@@ -266,6 +268,9 @@ func (s *Store) Payload(_ context.Context, in store.PayloadInput) error {
 	}
 	if r.job.State != store.AwaitingPayload {
 		return &store.Refusal{Code: store.RefusedTooLate, Was: r.job.State}
+	}
+	if in.Envelope.RecipientKeyID != r.job.ClaimedBy.HolderKeyID() {
+		return store.Refuse(store.RefusedOtherDevice)
 	}
 	env := in.Envelope
 	r.job.Payload = &env

@@ -91,6 +91,21 @@ func init() {
 			require.Nil(t, j.Result)
 			require.Equal(t, second.Lease.ID, j.ClaimedBy.LeaseID)
 		}},
+		testCase{"D11_ResultFromAnotherDeviceIsRefused: a result the holder's device did not seal is refused", func(t *testing.T, b *bundle) {
+			b.enqueue(t, "a")
+			c := b.claimOne(t, alice)
+			b.seal(t, c)
+			forged := envelopeFor(bob.runner, protocol.DirectionResult, "forged")
+			_, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: lease(c), Envelope: forged, Disposition: protocol.DispositionOK})
+			requireRefusal(t, err, store.RefusedOtherDevice)
+			j := b.requireState(t, "a", store.Ready)
+			require.Nil(t, j.Result, "nothing of the refused result is kept")
+
+			require.False(t, b.complete(t, c, protocol.DispositionOK).Duplicate, "the holder's own result is still the first")
+			_, err = b.s.Result(b.ctx, store.ResultInput{LeaseInput: lease(c), Envelope: forged, Disposition: protocol.DispositionOK})
+			requireRefusal(t, err, store.RefusedOtherDevice)
+			require.Equal(t, envelope(protocol.DirectionResult, "a-ok"), *b.requireState(t, "a", store.Done).Result)
+		}},
 		testCase{"refuses a stale lease on a done job", func(t *testing.T, b *bundle) { // B8.3
 			b.enqueue(t, "a")
 			c := b.claimOne(t, alice)

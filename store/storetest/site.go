@@ -39,6 +39,32 @@ func init() {
 			require.Equal(t, &store.Refusal{Code: store.RefusedTooLate, Was: store.Ready}, err)
 			require.Equal(t, envelope(protocol.DirectionPayload, "a"), *b.job(t, "a").Payload, "the first payload stays")
 		}},
+		testCase{"D11_StaleSealIsRefused: a payload sealed to an earlier holder is refused, and the job waits for its own", func(t *testing.T, b *bundle) {
+			b.enqueue(t, "a")
+			first := b.claimOne(t, alice)
+			_, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(first)}, Reason: protocol.ReasonShutdown})
+			require.NoError(t, err)
+			second := b.claimOne(t, alice2)
+
+			// The site read pending while alice's laptop held the job, and
+			// sealed to it; her second device holds it now.
+			err = b.s.Payload(b.ctx, store.PayloadInput{JobID: "a", SiteID: Site, Envelope: envelopeFor(alice.runner, protocol.DirectionPayload, "stale")})
+			requireRefusal(t, err, store.RefusedOtherDevice)
+			j := b.requireState(t, "a", store.AwaitingPayload)
+			require.Nil(t, j.Payload, "nothing of the stale seal is kept")
+			require.Equal(t, second.Lease.ID, j.ClaimedBy.LeaseID, "the second device's grant stands")
+
+			b.seal(t, second)
+			require.Equal(t, envelopeFor(alice2.runner, protocol.DirectionPayload, "a"), *b.requireState(t, "a", store.Ready).Payload)
+		}},
+		testCase{"D11_StaleSealIsRefused: a payload naming no device that holds the job is refused", func(t *testing.T, b *bundle) {
+			b.enqueue(t, "a")
+			b.claimOne(t, alice)
+			wrong := envelope(protocol.DirectionPayload, "x")
+			wrong.RecipientKeyID = siteKeyID
+			requireRefusal(t, b.s.Payload(b.ctx, store.PayloadInput{JobID: "a", SiteID: Site, Envelope: wrong}), store.RefusedOtherDevice)
+			b.requireState(t, "a", store.AwaitingPayload)
+		}},
 		testCase{"is too late once the sealing window lapsed, whether or not a sweep ran (relayd G8)", func(t *testing.T, b *bundle) {
 			b.enqueue(t, "a")
 			b.claimOne(t, alice)

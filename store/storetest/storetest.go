@@ -2,6 +2,9 @@ package storetest
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
 	"regexp"
 	"testing"
 	"time"
@@ -75,8 +78,25 @@ var (
 	bob    = device{runner: "runner_bob", owner: "bob"}
 )
 
+// identityOf is a contract device's public identity. Its identity key is a
+// real Ed25519 key derived from the runner id, so that the device has a key
+// id that envelopes can name; the store checks no signature.
 func identityOf(d device) protocol.PublicIdentity {
-	return protocol.PublicIdentity{Identity: "id-" + d.runner, Encryption: "enc-" + d.runner, EncryptionSig: "sig-" + d.runner}
+	return protocol.PublicIdentity{Identity: identityKey(d.runner), Encryption: "enc-" + d.runner, EncryptionSig: "sig-" + d.runner}
+}
+
+func identityKey(runner string) string {
+	seed := sha256.Sum256([]byte("storetest/" + runner))
+	return base64.RawURLEncoding.EncodeToString(ed25519.NewKeyFromSeed(seed[:]).Public().(ed25519.PublicKey))
+}
+
+// keyIDOf is the key id of the runner's contract device.
+func keyIDOf(runner string) string {
+	id, ok := protocol.KeyIDOf(identityKey(runner))
+	if !ok {
+		panic("storetest: a derived identity key does not decode")
+	}
+	return id
 }
 
 func (b *bundle) now(t *testing.T) int64 {
@@ -101,7 +121,7 @@ func deadlineIn(t *testing.T, b *bundle, d time.Duration) stubOpt {
 // stub is a public generate job for alice, due in an hour.
 func (b *bundle) stub(t *testing.T, id string, opts ...stubOpt) protocol.JobStub {
 	s := protocol.JobStub{
-		ID: id, Kind: protocol.KindGenerate, Owner: "alice", Site: "BYOLLM-TEST-SITE",
+		ID: id, Kind: protocol.KindGenerate, Owner: "alice", Site: siteKeyID,
 		Audience: protocol.AudiencePublic, SizeClass: "small", Streaming: false,
 		DeadlineAt: b.now(t) + time.Hour.Milliseconds(),
 	}
@@ -189,12 +209,26 @@ func (b *bundle) requireState(t *testing.T, id string, want store.State) store.J
 	return j
 }
 
+// envelope is an envelope between the site and alice's device.
 func envelope(direction, tag string) protocol.SealedEnvelope {
-	return protocol.SealedEnvelope{
-		Ciphertext: "ciphertext-" + tag, RecipientKeyID: "BYOLLM-RECIPIENT", SenderKeyID: "BYOLLM-SENDER",
+	return envelopeFor(alice.runner, direction, tag)
+}
+
+// envelopeFor is an envelope between the site and the runner's device: a
+// payload sealed to it, or a result sealed by it.
+func envelopeFor(runner, direction, tag string) protocol.SealedEnvelope {
+	e := protocol.SealedEnvelope{
+		Ciphertext: "ciphertext-" + tag, RecipientKeyID: keyIDOf(runner), SenderKeyID: siteKeyID,
 		Direction: direction, DeadlineAt: 4_000_000_000_000,
 	}
+	if direction == protocol.DirectionResult {
+		e.RecipientKeyID, e.SenderKeyID = e.SenderKeyID, e.RecipientKeyID
+	}
+	return e
 }
+
+// siteKeyID is the contract site's key id, as its stubs name it.
+const siteKeyID = "BYOLLM-TEST-SITE"
 
 func lease(c protocol.ClaimedStub) store.LeaseInput {
 	return store.LeaseInput{JobID: c.ID, RunnerID: c.Lease.RunnerID, LeaseID: c.Lease.ID}
@@ -205,11 +239,11 @@ func ref(c protocol.ClaimedStub) protocol.LeaseRef {
 }
 
 func (b *bundle) seal(t *testing.T, c protocol.ClaimedStub) {
-	require.NoError(t, b.s.Payload(b.ctx, store.PayloadInput{JobID: c.ID, SiteID: Site, Envelope: envelope(protocol.DirectionPayload, c.ID)}))
+	require.NoError(t, b.s.Payload(b.ctx, store.PayloadInput{JobID: c.ID, SiteID: Site, Envelope: envelopeFor(c.Lease.RunnerID, protocol.DirectionPayload, c.ID)}))
 }
 
 func (b *bundle) complete(t *testing.T, c protocol.ClaimedStub, disposition string) store.ResultOutcome {
-	res, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: lease(c), Envelope: envelope(protocol.DirectionResult, c.ID+"-"+disposition), Disposition: disposition})
+	res, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: lease(c), Envelope: envelopeFor(c.Lease.RunnerID, protocol.DirectionResult, c.ID+"-"+disposition), Disposition: disposition})
 	require.NoError(t, err)
 	return res
 }

@@ -246,7 +246,8 @@ func enqueueCall(s *Store, in store.EnqueueInput) (call, error) {
 
 // Claim implements store.RoutingStore.
 func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
-	device, err := json.Marshal(in.Device)
+	keyID, _ := protocol.KeyIDOf(in.Device.Identity)
+	device, err := json.Marshal(grantedDevice{in.Device, keyID})
 	if err != nil {
 		return nil, fmt.Errorf("valkey store: claim: encoding device: %w", err)
 	}
@@ -309,7 +310,7 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 	if err != nil {
 		return store.ResultOutcome{}, fmt.Errorf("valkey store: complete: encoding result: %w", err)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(lua.Complete, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch)))
+	parts, err := s.execWrite(ctx, s.newCall(lua.Complete, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID))
 	if err != nil {
 		return store.ResultOutcome{}, err
 	}
@@ -338,7 +339,7 @@ func (s *Store) Payload(ctx context.Context, in store.PayloadInput) error {
 	if err != nil {
 		return fmt.Errorf("valkey store: seal: encoding payload: %w", err)
 	}
-	_, err = s.execWrite(ctx, s.newCall(lua.Seal, in.JobID, in.SiteID, string(env)))
+	_, err = s.execWrite(ctx, s.newCall(lua.Seal, in.JobID, in.SiteID, string(env), in.Envelope.RecipientKeyID))
 	return err
 }
 

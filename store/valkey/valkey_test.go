@@ -2,6 +2,7 @@ package valkey
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -24,7 +25,14 @@ import (
 
 const testSite = "site_valkey"
 
-var testDevice = protocol.PublicIdentity{Identity: "id-r1", Encryption: "enc-r1", EncryptionSig: "sig-r1"}
+// testDevice holds every grant of these tests. Its identity decodes as a
+// key, so that it has the key id the envelopes below name.
+var testDevice = protocol.PublicIdentity{Identity: "dGhlIHRlc3QgZGV2aWNlJ3MgaWRlbnRpdHkga2V5IQ", Encryption: "enc-r1", EncryptionSig: "sig-r1"}
+
+func testDeviceKeyID() string {
+	id, _ := protocol.KeyIDOf(testDevice.Identity)
+	return id
+}
 
 func testStub(t testing.TB, s *Store, id string) protocol.JobStub {
 	t.Helper()
@@ -58,8 +66,13 @@ func leaseOf(c protocol.ClaimedStub) store.LeaseInput {
 	return store.LeaseInput{JobID: c.ID, RunnerID: c.Lease.RunnerID, LeaseID: c.Lease.ID}
 }
 
+// env is an envelope between the site and testDevice.
 func env(dir, tag string) protocol.SealedEnvelope {
-	return protocol.SealedEnvelope{Ciphertext: "ct-" + tag, RecipientKeyID: "R", SenderKeyID: "S", Direction: dir, DeadlineAt: 4_000_000_000_000}
+	e := protocol.SealedEnvelope{Ciphertext: "ct-" + tag, RecipientKeyID: testDeviceKeyID(), SenderKeyID: "S", Direction: dir, DeadlineAt: 4_000_000_000_000}
+	if dir == protocol.DirectionResult {
+		e.RecipientKeyID, e.SenderKeyID = e.SenderKeyID, e.RecipientKeyID
+	}
+	return e
 }
 
 // dump reads every key under the store's prefix into one comparable map
@@ -528,4 +541,35 @@ func TestFrameRoundTrip(t *testing.T) {
 		_, err := unframe(bad)
 		require.Error(t, err, bad)
 	}
+}
+
+// D11 in the Valkey store: a grant's record keeps its device's key id so
+// the seal and complete scripts can compare envelopes without hashing in
+// Lua. A grant written before key ids were kept (a record from an older
+// replica during a rolling upgrade) has none, and its envelopes are let
+// through as before rather than refused for a rule it predates.
+func TestD11_GrantRecordedWithoutAKeyIDIsNotSecondGuessed(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, srv.Client(t))
+	ctx := t.Context()
+	mustEnqueue(t, s, "a")
+	c := mustClaim(t, s, "r1", 1)[0]
+
+	var stored map[string]string
+	rewriteRecord(t, s, "a", func(f []string) []string {
+		require.NoError(t, json.Unmarshal([]byte(f[fieldDevice]), &stored))
+		old, err := json.Marshal(testDevice)
+		require.NoError(t, err)
+		f[fieldDevice] = string(old)
+		return f
+	})
+	require.Equal(t, testDeviceKeyID(), stored["keyId"], "a new grant records its device's key id")
+
+	other := env(protocol.DirectionPayload, "a")
+	other.RecipientKeyID = "BYOLLM-SOMEONE-ELSE"
+	require.NoError(t, s.Payload(ctx, store.PayloadInput{JobID: "a", SiteID: testSite, Envelope: other}))
+	res := env(protocol.DirectionResult, "a")
+	res.SenderKeyID = "BYOLLM-SOMEONE-ELSE"
+	_, err := s.Result(ctx, store.ResultInput{LeaseInput: leaseOf(c), Envelope: res, Disposition: "ok"})
+	require.NoError(t, err)
 }
