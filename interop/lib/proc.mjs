@@ -1,0 +1,105 @@
+// Child processes and bounded waits: every wait here polls a condition with
+// a deadline, and every child started here is tracked so `stopAll` can end
+// it, by its own process group id, however the test exits.
+import { spawn } from "node:child_process";
+import { createWriteStream } from "node:fs";
+
+const children = new Set();
+
+/** Poll `check` until it returns a truthy value or `timeoutMs` runs out. */
+export async function waitFor(what, check, { timeoutMs, intervalMs = 100 }) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() >= deadline) {
+      const why = last ? ` (last error: ${last.message})` : "";
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/**
+ * Start a child in its own process group, keep its output in memory (for
+ * waits that read it) and in `logPath` (for a person reading a failure).
+ */
+export function start(name, command, args, { env, cwd, logPath } = {}) {
+  const child = spawn(command, args, {
+    env,
+    cwd,
+    detached: true, // own group: stopping it also stops anything it spawned
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  const log = logPath ? createWriteStream(logPath) : undefined;
+  const proc = { name, child, out: "", err: "", exit: undefined };
+  child.stdout.on("data", (chunk) => {
+    proc.out += chunk;
+    log?.write(chunk);
+  });
+  child.stderr.on("data", (chunk) => {
+    proc.err += chunk;
+    log?.write(chunk);
+  });
+  proc.exited = new Promise((resolve) => {
+    child.on("exit", (code, signal) => {
+      proc.exit = { code, signal };
+      children.delete(proc);
+      log?.end();
+      resolve(proc.exit);
+    });
+  });
+  child.on("error", (error) => {
+    proc.err += `spawn failed: ${error.message}\n`;
+  });
+  children.add(proc);
+  return proc;
+}
+
+/** SIGTERM the child's group, then SIGKILL if it has not gone in time. */
+export async function stop(proc, graceMs = 5000) {
+  if (proc.exit) return proc.exit;
+  const signalGroup = (signal) => {
+    try {
+      process.kill(-proc.child.pid, signal);
+    } catch {
+      // Already gone.
+    }
+  };
+  signalGroup("SIGTERM");
+  const done = await Promise.race([
+    proc.exited,
+    new Promise((resolve) => setTimeout(() => resolve(undefined), graceMs)),
+  ]);
+  if (done) return done;
+  signalGroup("SIGKILL");
+  return proc.exited;
+}
+
+/** End every child this process started and that is still running. */
+export async function stopAll() {
+  await Promise.all([...children].map((proc) => stop(proc)));
+}
+
+/** Bounded wait for a child to exit by itself. */
+export async function exitOf(proc, timeoutMs) {
+  await waitFor(`${proc.name} to exit`, () => proc.exit, { timeoutMs });
+  return proc.exit;
+}
+
+// Last resort if the driver exits without reaching its teardown (an uncaught
+// error, a test-runner timeout): nothing started here may outlive it.
+process.on("exit", () => {
+  for (const proc of children) {
+    try {
+      process.kill(-proc.child.pid, "SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+});
