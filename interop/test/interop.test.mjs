@@ -1,0 +1,176 @@
+// The interop suite: the published 0.1.1 clients, unmodified, against one
+// relay chosen by INTEROP_RELAY (control | relayd | relayd-valkey-3).
+//
+// Steps, in order (each test needs the one before it):
+//   1. `byollm connect` pairs through the device-code flow, approved by the
+//      launcher's operator hook.
+//   2. `byollm run` serves; the site SDK enqueues JOBS jobs on the cloud lane
+//      and pumps until every result is back, opened and verified.
+//   3. `auditDeployment` sees exactly the loopback-http posture.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdir, rm, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import { auditDeployment } from "@byollm/conformance";
+import { keyId } from "@byollm/protocol";
+import { launcherNamed } from "../launchers/index.mjs";
+import { startModelServer, MODEL } from "../lib/model-server.mjs";
+import { Daemon } from "../lib/daemon.mjs";
+import { makeSite, siteApp, jobNumber } from "../lib/site.mjs";
+import { stopAll, waitFor } from "../lib/proc.mjs";
+
+const RELAY = process.env.INTEROP_RELAY ?? "control";
+const JOBS = Number(process.env.INTEROP_JOBS ?? 24);
+const SITE_ID = "site_interop";
+const OWNER = "alice";
+const RUNNER_ID = `runner_interop_${randomBytes(4).toString("hex")}`;
+// Logs and the daemon's HOME live here, kept after the run for a post-mortem.
+const WORK = fileURLToPath(new URL(`../.run/${RELAY}/`, import.meta.url));
+
+const state = {};
+
+before(async () => {
+  await rm(WORK, { recursive: true, force: true });
+  await mkdir(WORK, { recursive: true });
+  state.model = await startModelServer();
+  state.site = makeSite();
+  // The projection a control plane would hold: one site, one consent. No
+  // device yet; approving the pairing adds it.
+  const fixture = {
+    sites: [{ siteId: SITE_ID, site: state.site.identity }],
+    consents: [{ owner: OWNER, siteId: SITE_ID }],
+    devices: [],
+  };
+  state.relay = await launcherNamed(RELAY)({ fixture, workDir: WORK });
+  state.daemon = new Daemon(join(WORK, "daemon-home"));
+  await state.daemon.configure(state.model.baseUrl);
+});
+
+after(async () => {
+  // Everything we started goes, whatever happened above.
+  await state.relay?.stop().catch(() => undefined);
+  await stopAll();
+  await state.model?.close();
+});
+
+// Print a child's log tail when a step fails, so CI output says why.
+async function withLogs(step, names) {
+  try {
+    return await step();
+  } catch (error) {
+    for (const name of names) {
+      const text = await readFile(join(WORK, `${name}.log`), "utf8").catch(() => "(no log)");
+      console.error(`--- ${name}.log (last 3000 chars) ---\n${text.slice(-3000)}`);
+    }
+    throw error;
+  }
+}
+
+test(`${RELAY}: byollm connect pairs through the device-code flow`, { timeout: 90_000 }, () =>
+  withLogs(async () => {
+    let approved;
+    const { userCode } = await state.daemon.connect(state.relay.daemonUrl, {
+      logDir: WORK,
+      approve: async (code) => {
+        approved = code;
+        await state.relay.approve({ userCode: code, owner: OWNER, runnerId: RUNNER_ID });
+      },
+    });
+    assert.equal(approved, userCode);
+
+    // The daemon stored what the approval said: our runner id, our owner,
+    // and the site key it will pin (the SDK signs and seals with it).
+    const stored = await state.daemon.pairings();
+    const pairing = stored.pairings?.find((p) => p.origin === state.relay.daemonUrl);
+    assert.ok(pairing, `pairings.json has ${state.relay.daemonUrl}: ${JSON.stringify(stored)}`);
+    assert.equal(pairing.runnerId, RUNNER_ID);
+    assert.equal(pairing.owner, OWNER);
+    assert.deepEqual(
+      pairing.sites,
+      { [keyId(state.site.identity.identity)]: state.site.identity },
+      "the approval pinned exactly our site, keyed by its key id",
+    );
+    state.paired = true;
+  }, ["byollm-connect", "control-relay"]),
+);
+
+test(`${RELAY}: byollm run serves ${JOBS} site SDK jobs, every result opened and verified`, { timeout: 150_000 }, () =>
+  withLogs(async () => {
+    assert.ok(state.paired, "the pairing step must pass first");
+    const run = state.daemon.run(WORK);
+    const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+
+    const jobs = new Map(); // id -> expected text
+    for (let n = 0; n < JOBS; n += 1) {
+      const { input, expected } = jobNumber(n, OWNER);
+      const handle = await app.enqueue(input);
+      jobs.set(handle.id, expected);
+    }
+    assert.equal(jobs.size, JOBS, "every job got its own id");
+
+    // Pump until each job has a terminal local state. A result the SDK could
+    // not open or verify lands in `refused`, never in `completed`.
+    const refused = new Set();
+    const completed = new Set();
+    const terminal = new Map();
+    await waitFor(
+      `${JOBS} results`,
+      async () => {
+        if (run.exit) throw new Error(`byollm run exited: ${JSON.stringify(run.exit)}`);
+        const report = await app.cloud.pump();
+        report.refused.forEach((id) => refused.add(id));
+        report.completed.forEach((id) => completed.add(id));
+        for (const id of jobs.keys()) {
+          if (terminal.has(id)) continue;
+          const result = await app.result(id);
+          if (result && result.state !== "queued" && result.state !== "claimed") terminal.set(id, result);
+        }
+        return terminal.size === jobs.size;
+      },
+      { timeoutMs: 120_000, intervalMs: 150 },
+    );
+
+    assert.deepEqual([...refused], [], "no payload or result was refused by the SDK");
+    assert.equal(completed.size, JOBS, "the SDK opened and verified every result envelope");
+    for (const [id, expected] of jobs) {
+      const result = terminal.get(id);
+      assert.equal(result.state, "ok", `job ${id}: ${JSON.stringify(result)}`);
+      assert.equal(result.outcome?.outcome, "ok", `job ${id} outcome`);
+      assert.equal(result.outcome.text, expected, `job ${id} text`);
+      // Provenance comes from the relay's results row and the sealed `ran`.
+      assert.equal(result.provenance?.runnerId, RUNNER_ID, `job ${id} ran on our daemon`);
+      assert.equal(result.provenance?.model, MODEL, `job ${id} model`);
+    }
+    // Every job really reached the model server (retries may add calls).
+    assert.ok(state.model.calls.length >= JOBS, `model server saw ${state.model.calls.length} calls`);
+  }, ["byollm-run", "control-relay"]),
+);
+
+test(`${RELAY}: auditDeployment — D001-D006 and D011 pass, D007-D010 cannot apply to loopback http`, { timeout: 60_000 }, async () => {
+  for (const url of state.relay.auditUrls) {
+    const report = await auditDeployment({ url });
+    const byId = Object.fromEntries(report.results.map((r) => [r.id.slice(0, 4), r]));
+    const summary = report.results.map((r) => `${r.id}: ${r.passed ? "pass" : r.measured === false ? "unmeasured" : "FAIL"} — ${r.detail}`).join("\n");
+    console.log(`audit of ${url}\n${summary}`);
+    assert.deepEqual(
+      Object.keys(byId).sort(),
+      ["D001", "D002", "D003", "D004", "D005", "D006", "D007", "D008", "D009", "D010", "D011"],
+      "the audit ran exactly the eleven 0.1.1 checks",
+    );
+    for (const id of ["D001", "D002", "D003", "D004", "D005", "D006", "D011"]) {
+      assert.equal(byId[id].passed, true, `${id} passes: ${byId[id].detail}`);
+    }
+    // D007 is measured and fails: an http:// origin has no TLS to check.
+    assert.equal(byId.D007.passed, false);
+    assert.notEqual(byId.D007.measured, false, "D007 is a measured result on http://");
+    assert.match(byId.D007.detail, /this audit saw no TLS/);
+    // D008-D010 need the origin's address behind an edge: unmeasured.
+    for (const id of ["D008", "D009", "D010"]) {
+      assert.equal(byId[id].passed, false, `${id} does not pass`);
+      assert.equal(byId[id].measured, false, `${id} is unmeasured: ${byId[id].detail}`);
+    }
+    assert.equal(report.passed, false, "so the deployment as a whole does not pass");
+  }
+});
