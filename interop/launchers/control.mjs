@@ -18,8 +18,9 @@ export async function launch({ fixture, workDir }) {
     "the control relay to listen",
     () => {
       if (proc.exit) throw new Error(`control relay exited: ${proc.err}`);
-      const line = proc.out.split("\n").find((l) => l.startsWith("{"));
-      return line && JSON.parse(line);
+      // Only a complete line (newline-terminated) is parsed.
+      const end = proc.out.indexOf("\n");
+      return end >= 0 && JSON.parse(proc.out.slice(0, end));
     },
     { timeoutMs: 15_000 },
   );
@@ -32,6 +33,7 @@ export async function launch({ fixture, workDir }) {
     daemonUrl: url,
     siteUrl: url,
     auditUrls: [url],
+    logs: ["control-relay"], // <workDir>/<name>.log, printed when a step fails
     /** The operator's approval: resolve the user code, write the device. */
     async approve({ userCode, owner, runnerId }) {
       const shown = await fetch(`${admin}/pairings/${encodeURIComponent(userCode)}`);

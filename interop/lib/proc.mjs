@@ -6,21 +6,17 @@ import { createWriteStream } from "node:fs";
 
 const children = new Set();
 
-/** Poll `check` until it returns a truthy value or `timeoutMs` runs out. */
+/**
+ * Poll `check` until it returns a truthy value or `timeoutMs` runs out. An
+ * error thrown by `check` fails the wait at once: a condition that can never
+ * become true must not be waited out.
+ */
 export async function waitFor(what, check, { timeoutMs, intervalMs = 100 }) {
   const deadline = Date.now() + timeoutMs;
-  let last;
   for (;;) {
-    try {
-      const value = await check();
-      if (value) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() >= deadline) {
-      const why = last ? ` (last error: ${last.message})` : "";
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}`);
-    }
+    const value = await check();
+    if (value) return value;
+    if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }

@@ -46,14 +46,14 @@ before(async () => {
   state.relay = await launcherNamed(RELAY)({ fixture, workDir: WORK });
   state.daemon = new Daemon(join(WORK, "daemon-home"));
   await state.daemon.configure(state.model.baseUrl);
-});
+}, { timeout: 60_000 });
 
 after(async () => {
   // Everything we started goes, whatever happened above.
   await state.relay?.stop().catch(() => undefined);
   await stopAll();
   await state.model?.close();
-});
+}, { timeout: 30_000 });
 
 // Print a child's log tail when a step fails, so CI output says why.
 async function withLogs(step, names) {
@@ -67,6 +67,16 @@ async function withLogs(step, names) {
     throw error;
   }
 }
+
+test("the clients under test are the published, pinned packages", async () => {
+  const pins = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")).dependencies;
+  for (const [name, version] of Object.entries(pins)) {
+    const installed = JSON.parse(await readFile(new URL(`../node_modules/${name}/package.json`, import.meta.url), "utf8"));
+    assert.equal(installed.version, version, `${name} is installed at its pin`);
+    assert.equal(version, "0.1.1", `${name} is pinned to 0.1.1`);
+  }
+  assert.deepEqual(Object.keys(pins).sort(), ["@byollm/conformance", "@byollm/protocol", "@byollm/relay", "@byollm/server", "byollm"]);
+});
 
 test(`${RELAY}: byollm connect pairs through the device-code flow`, { timeout: 90_000 }, () =>
   withLogs(async () => {
@@ -93,12 +103,15 @@ test(`${RELAY}: byollm connect pairs through the device-code flow`, { timeout: 9
       "the approval pinned exactly our site, keyed by its key id",
     );
     state.paired = true;
-  }, ["byollm-connect", "control-relay"]),
+  }, ["byollm-connect", ...(state.relay?.logs ?? [])]),
 );
 
 test(`${RELAY}: byollm run serves ${JOBS} site SDK jobs, every result opened and verified`, { timeout: 150_000 }, () =>
   withLogs(async () => {
     assert.ok(state.paired, "the pairing step must pass first");
+    // Issue 11 asks for at least 20 per run; a smaller INTEROP_JOBS is for a
+    // quick local loop only, never for CI.
+    if (process.env.CI) assert.ok(JOBS >= 20, `CI runs at least 20 jobs, not ${JOBS}`);
     const run = state.daemon.run(WORK);
     const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
 
@@ -112,14 +125,20 @@ test(`${RELAY}: byollm run serves ${JOBS} site SDK jobs, every result opened and
 
     // Pump until each job has a terminal local state. A result the SDK could
     // not open or verify lands in `refused`, never in `completed`.
+    // A non-retryable relay error makes pump() throw, and that fails the
+    // test at once; retryable ones (429, 5xx) come back as `deferred`.
     const refused = new Set();
     const completed = new Set();
     const terminal = new Map();
+    let pumps = 0;
+    const deferred = [];
     await waitFor(
       `${JOBS} results`,
       async () => {
         if (run.exit) throw new Error(`byollm run exited: ${JSON.stringify(run.exit)}`);
         const report = await app.cloud.pump();
+        pumps += 1;
+        if (report.deferred) deferred.push(report.deferred);
         report.refused.forEach((id) => refused.add(id));
         report.completed.forEach((id) => completed.add(id));
         for (const id of jobs.keys()) {
@@ -132,6 +151,7 @@ test(`${RELAY}: byollm run serves ${JOBS} site SDK jobs, every result opened and
       { timeoutMs: 120_000, intervalMs: 150 },
     );
 
+    console.log(`${JOBS} jobs done in ${pumps} pumps; deferred ${deferred.length}: ${[...new Set(deferred)].join("; ")}`);
     assert.deepEqual([...refused], [], "no payload or result was refused by the SDK");
     assert.equal(completed.size, JOBS, "the SDK opened and verified every result envelope");
     for (const [id, expected] of jobs) {
@@ -145,7 +165,7 @@ test(`${RELAY}: byollm run serves ${JOBS} site SDK jobs, every result opened and
     }
     // Every job really reached the model server (retries may add calls).
     assert.ok(state.model.calls.length >= JOBS, `model server saw ${state.model.calls.length} calls`);
-  }, ["byollm-run", "control-relay"]),
+  }, ["byollm-run", ...(state.relay?.logs ?? [])]),
 );
 
 test(`${RELAY}: auditDeployment — D001-D006 and D011 pass, D007-D010 cannot apply to loopback http`, { timeout: 60_000 }, async () => {
