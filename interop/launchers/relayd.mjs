@@ -26,8 +26,9 @@
 //       --owner <owner> --runner-id <runnerId>
 //   It must resolve the user code on the admin listener, write the device
 //   into the fixture with an atomic rename, and every replica's next poll
-//   must answer `approved`. The suite waits for the daemon to pair, so the
-//   reload can take up to about a minute, not longer.
+//   must answer `approved`. relayd already watches its fixture (and re-reads
+//   it every --fixture-poll, 5 s by default); the suite gives the daemon 25 s
+//   after the approve hook returns to print "paired as".
 
 export async function launch() {
   throw new Error(

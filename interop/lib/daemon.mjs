@@ -62,7 +62,7 @@ export class Daemon {
    * `byollm connect <url>`: start the device-code flow, hand the printed user
    * code to `approve`, and wait for the poll to pair.
    */
-  async connect(url, { approve, logDir, timeoutMs = 60_000 }) {
+  async connect(url, { approve, logDir, timeoutMs = 25_000 }) {
     const proc = this.spawn("byollm-connect", ["connect", url, "--name", "interop-daemon"], logDir);
     const userCode = await waitFor(
       "the daemon to print a user code",

@@ -89,8 +89,8 @@ export async function exitOf(proc, timeoutMs) {
 }
 
 // Last resort if the driver exits without reaching its teardown (an uncaught
-// error, a test-runner timeout): nothing started here may outlive it.
-process.on("exit", () => {
+// error, `timeout` in the Makefile): nothing started here may outlive it.
+function killAllNow() {
   for (const proc of children) {
     try {
       process.kill(-proc.child.pid, "SIGKILL");
@@ -98,4 +98,11 @@ process.on("exit", () => {
       // Already gone.
     }
   }
-});
+}
+process.on("exit", killAllNow);
+for (const signal of ["SIGTERM", "SIGINT"]) {
+  process.on(signal, () => {
+    killAllNow();
+    process.exit(1);
+  });
+}
