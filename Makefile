@@ -59,5 +59,13 @@ bench:
 	    --limit-requests 50000; status=$$?; \
 	  redis-cli -p $$port shutdown nosave >/dev/null 2>&1; exit $$status
 
+## interop-control: the published byollm npm clients (pinned in
+## interop/package-lock.json) against the reference relay, the suite's control;
+## interop/README.md says what it checks and how relayd joins it
+.PHONY: interop-control
+interop-control:
+	cd interop && npm ci --no-audit --no-fund
+	cd interop && INTEROP_RELAY=control timeout 240 node --test --test-concurrency=1 test/
+
 clean:
 	rm -rf $(BIN)
