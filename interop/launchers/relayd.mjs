@@ -16,7 +16,9 @@
 //   replica 2, auditUrls = all three. This is the test that pending pairing
 //   codes and jobs really live in the store: the daemon's `start` and `poll`
 //   and its claims hit replica 1 while the site enqueues, seals and reads
-//   results on replica 2.
+//   results on replica 2; the approve hook resolves the user code through
+//   replica 3's admin listener, so a code minted on replica 1 must be found
+//   in the store.
 //
 // TODO(approve hook) — the one relayd-specific step. The reference relay has
 //   no approval route (spec §5.6, decision D3); relayd ships an operator
