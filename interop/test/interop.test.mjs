@@ -112,8 +112,17 @@ test(`${RELAY}: byollm run serves ${JOBS} site SDK jobs, every result opened and
     // Issue 11 asks for at least 20 per run; a smaller INTEROP_JOBS is for a
     // quick local loop only, never for CI.
     if (process.env.CI) assert.ok(JOBS >= 20, `CI runs at least 20 jobs, not ${JOBS}`);
-    const run = state.daemon.run(WORK);
     const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+
+    // One job the site cancels before any daemon runs: the relay must never
+    // offer it. Were it claimed, the SDK would refuse to seal it (its local
+    // record is canceled) and the `refused` check below would fail; its
+    // prompt must never reach the model either.
+    const doomedText = "interop job cancelled before any claim";
+    const doomed = await app.enqueue({ kind: "llm.generate", owner: OWNER, payload: { prompt: doomedText } });
+    await app.cancel(doomed.id);
+
+    const run = state.daemon.run(WORK);
 
     const jobs = new Map(); // id -> expected text
     for (let n = 0; n < JOBS; n += 1) {
@@ -163,6 +172,9 @@ test(`${RELAY}: byollm run serves ${JOBS} site SDK jobs, every result opened and
       assert.equal(result.provenance?.runnerId, RUNNER_ID, `job ${id} ran on our daemon`);
       assert.equal(result.provenance?.model, MODEL, `job ${id} model`);
     }
+    assert.equal((await app.result(doomed.id))?.state, "canceled", "the cancelled job stays cancelled");
+    const asked = JSON.stringify(state.model.calls);
+    assert.ok(!asked.includes(doomedText), "the cancelled job never reached the model");
     // Every job really reached the model server (retries may add calls).
     assert.ok(state.model.calls.length >= JOBS, `model server saw ${state.model.calls.length} calls`);
   }, ["byollm-run", ...(state.relay?.logs ?? [])]),
