@@ -38,12 +38,14 @@ export async function launch({ fixture, workDir }) {
     async approve({ userCode, owner, runnerId }) {
       const shown = await fetch(`${admin}/pairings/${encodeURIComponent(userCode)}`);
       if (shown.status !== 200) throw new Error(`user code ${userCode} is not pending (${shown.status})`);
+      const { device } = await shown.json();
       const response = await fetch(`${admin}/approve`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ userCode, owner, runnerId }),
       });
       if (response.status !== 200) throw new Error(`approve answered ${response.status}: ${await response.text()}`);
+      return { device }; // what the operator saw, for the fingerprint check
     },
     stop: () => stop(proc),
   };

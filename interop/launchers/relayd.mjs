@@ -1,6 +1,10 @@
 // The `relayd` launchers: TODO, for the engineers teaching relayd protocol
 // "2" (issue 11). Each must return the same shape as control.mjs:
-//   { name, daemonUrl, siteUrl, auditUrls, approve({userCode, owner, runnerId}), stop() }
+//   { name, daemonUrl, siteUrl, auditUrls, logs,
+//     approve({userCode, owner, runnerId}) -> {device}, stop() }
+// `approve` returns the public identity it approved ({identity, encryption,
+// encryptionSig}, as the admin listener showed it); the suite checks that its
+// key id is the fingerprint `byollm connect` printed.
 //
 // TODO(relayd-memory): build ./cmd/relayd once (`go build -o <workDir>/relayd
 //   ./cmd/relayd` from the repo root), write `fixture` to <workDir>, start it

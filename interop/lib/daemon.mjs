@@ -12,6 +12,8 @@ const BIN = fileURLToPath(new URL("./bin.js", import.meta.resolve("byollm")));
 
 // User codes are XXXX-XXXX over Crockford base32 without I, L, O, U.
 const USER_CODE = /\b([0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{4})\b/;
+// Key ids and fingerprints: BYOLLM- and six groups of four.
+const FINGERPRINT = /\b(BYOLLM(?:-[0-9A-Z]{4}){6})\b/;
 // eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-9;]*m/g;
 
@@ -72,18 +74,26 @@ export class Daemon {
       },
       { timeoutMs },
     );
-    await approve(userCode);
+    const approved = await approve(userCode);
     const exit = await exitOf(proc, timeoutMs);
     const out = proc.out.replace(ANSI, "");
     if (exit.code !== 0 || !/paired as /.test(out)) {
       throw new Error(`connect did not pair (exit ${JSON.stringify(exit)}):\n${out}\n${proc.err}`);
     }
-    return { userCode, out };
+    // The device fingerprint the CLI shows its owner, to compare by eye with
+    // what the approving screen shows.
+    const fingerprint = out.match(FINGERPRINT)?.[1];
+    return { userCode, fingerprint, approved, out };
   }
 
   /** `byollm run`: the foreground loop. Never `start`, which installs a service. */
   run(logDir) {
     return this.spawn("byollm-run", ["run"], logDir);
+  }
+
+  /** The daemon's own public identity key, from its key file (secret halves are not kept). */
+  async identityPublic() {
+    return JSON.parse(await readFile(join(this.root, "keys.json"), "utf8")).identityPublic;
   }
 
   /** What the daemon stored when it paired (runner id, owner, pinned sites). */

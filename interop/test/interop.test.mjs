@@ -81,15 +81,15 @@ test("the clients under test are the published, pinned packages", async () => {
 
 test(`${RELAY}: byollm connect pairs through the device-code flow`, { timeout: 60_000 }, () =>
   withLogs(async () => {
-    let approved;
-    const { userCode } = await state.daemon.connect(state.relay.daemonUrl, {
+    const { fingerprint, approved } = await state.daemon.connect(state.relay.daemonUrl, {
       logDir: WORK,
-      approve: async (code) => {
-        approved = code;
-        await state.relay.approve({ userCode: code, owner: OWNER, runnerId: RUNNER_ID });
-      },
+      approve: (userCode) => state.relay.approve({ userCode, owner: OWNER, runnerId: RUNNER_ID }),
     });
-    assert.equal(approved, userCode);
+    // The operator approved the very device whose fingerprint the CLI printed
+    // (the comparison a human makes), and it is the key the daemon holds.
+    assert.ok(fingerprint, "the CLI printed the device fingerprint");
+    assert.equal(keyId(approved.device.identity), fingerprint, "the approved device is the one on screen");
+    assert.equal(approved.device.identity, await state.daemon.identityPublic(), "the approved identity is the daemon's own key");
 
     // The daemon stored what the approval said: our runner id, our owner,
     // and the site key it will pin (the SDK signs and seals with it).
