@@ -161,7 +161,7 @@ func TestMetricsMoveWithARoundTrip(t *testing.T) {
 		`relayd_http_requests_total{route="site/enqueue",status="200"} 1`,
 		`relayd_http_requests_total{route="result",status="200"} 1`,
 		`relayd_store_operation_duration_seconds_count{op="claim"} 1`,
-		`relayd_store_operation_duration_seconds_count{op="seal"} 1`,
+		`relayd_store_operation_duration_seconds_count{op="payload"} 1`,
 		`relayd_http_requests_in_flight 0`,
 		`relayd_projection_reloads_total 0`,
 		`relayd_projection_reload_failures_total 0`,

@@ -1,0 +1,42 @@
+package store
+
+// Op names one RoutingStore operation. The name is the one the wire uses
+// for the call the operation serves (fetch, result, pair, pending,
+// results), and it is the only name: the Valkey script file, the metric
+// label and the log label of a store failure are all this string.
+type Op string
+
+// The operations, one per RoutingStore method but Close.
+const (
+	OpNow            Op = "now"
+	OpEnqueue        Op = "enqueue"
+	OpClaim          Op = "claim"
+	OpFetch          Op = "fetch"
+	OpResult         Op = "result"
+	OpRelease        Op = "release"
+	OpPayload        Op = "payload"
+	OpCancel         Op = "cancel"
+	OpCancelRequests Op = "cancelRequests"
+	OpRenew          Op = "renew"
+	OpPair           Op = "pair"
+	OpTouch          Op = "touch"
+	OpSweep          Op = "sweep"
+	OpJob            Op = "job"
+	OpJobs           Op = "jobs"
+	OpPending        Op = "pending"
+	OpResults        Op = "results"
+	OpPresence       Op = "presence"
+	OpRunners        Op = "runners"
+	OpPing           Op = "ping"
+)
+
+// Ops lists every operation, in the order RoutingStore declares them.
+func Ops() []Op {
+	return []Op{
+		OpNow, OpEnqueue, OpClaim, OpFetch, OpResult, OpRelease, OpPayload, OpCancel, OpCancelRequests,
+		OpRenew, OpPair, OpTouch, OpSweep, OpJob, OpJobs, OpPending, OpResults, OpPresence, OpRunners, OpPing,
+	}
+}
+
+// String returns the operation's name.
+func (o Op) String() string { return string(o) }
