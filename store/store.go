@@ -30,6 +30,9 @@ const (
 	Done            State = "done"
 )
 
+// States lists every job state.
+func States() []State { return []State{Queued, AwaitingPayload, Ready, Running, Done} }
+
 // Claim records who holds a job under which grant.
 type Claim struct {
 	RunnerID       string
@@ -306,6 +309,14 @@ const (
 	// RefusedOtherDevice: an envelope names a device other than the holder.
 	RefusedOtherDevice RefusalCode = "other-device"
 )
+
+// RefusalCodes lists every refusal code.
+func RefusalCodes() []RefusalCode {
+	return []RefusalCode{
+		RefusedNotFound, RefusedNotHolder, RefusedStaleLease, RefusedNotReady, RefusedTooLate, RefusedFinished, RefusedIDTaken,
+		RefusedOtherDevice,
+	}
+}
 
 // Refusal is an expected "no" from the store, as opposed to a failure.
 type Refusal struct {

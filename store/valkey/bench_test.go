@@ -50,7 +50,7 @@ func fill(b *testing.B, s *Store, tag, owner string, from, to int) {
 			}
 			execs = append(execs, valkey.LuaExec{Keys: c.keys, Args: c.args})
 		}
-		for _, r := range s.scripts["enqueue"].run.ExecMulti(ctx, s.client, execs...) {
+		for _, r := range s.scripts[store.OpEnqueue].run.ExecMulti(ctx, s.client, execs...) {
 			if err := r.Error(); err != nil {
 				b.Fatal(err)
 			}

@@ -11,31 +11,6 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// recordFormat is the job and presence record format these scripts write
-// and read; store/lua/common.lua holds the same constant.
-const recordFormat = "1"
-
-// Field positions of a job record, as common.lua's FIELDS lists them.
-// Fields past fieldDisp are the runners that refused the job.
-const (
-	fieldVersion = iota
-	fieldSite
-	fieldSeq
-	fieldDeadline
-	fieldState
-	fieldStub
-	fieldQueueMember
-	fieldRunner
-	fieldClaimOwner
-	fieldDevice
-	fieldLease
-	fieldLeaseExpiry
-	fieldAwaiting
-	fieldCancelled
-	fieldDisp
-	jobFields
-)
-
 // grantedDevice is a claim's device as a job record keeps it: its public
 // keys and, so that the seal and complete scripts can tell an envelope for
 // another device without hashing in Lua, its key id. Readers that decode it
@@ -132,14 +107,14 @@ func decodeJob(id, raw string, payload, result *string) (store.Job, error) {
 // decodePresence builds a store.Presence from its stored record.
 func decodePresence(runner, raw string) (store.Presence, error) {
 	f, err := unframe(raw)
-	if err != nil || len(f) < 4 || f[0] != recordFormat {
+	if err != nil || len(f) < presenceFields || f[presenceVersion] != recordFormat {
 		return store.Presence{}, fmt.Errorf("presence %q: %w", runner, errUnreadable)
 	}
-	p := store.Presence{RunnerID: runner, Owner: f[1]}
-	if err := json.Unmarshal([]byte(f[2]), &p.Device); err != nil {
+	p := store.Presence{RunnerID: runner, Owner: f[presenceOwner]}
+	if err := json.Unmarshal([]byte(f[presenceDevice]), &p.Device); err != nil {
 		return store.Presence{}, fmt.Errorf("presence %q: device: %w", runner, err)
 	}
-	if p.LastSeenAt, err = strconv.ParseInt(f[3], 10, 64); err != nil {
+	if p.LastSeenAt, err = strconv.ParseInt(f[presenceSeen], 10, 64); err != nil {
 		return store.Presence{}, fmt.Errorf("presence %q: last seen: %w", runner, err)
 	}
 	return p, nil

@@ -1,21 +1,3 @@
-// Package valkey is the RoutingStore on Valkey (or any Valkey-protocol
-// server such as Redis 7): thin Go around the scripts of store/lua.
-//
-// Every operation is one atomic script. The scripts read the clock with
-// TIME, so Valkey is the only clock: no Go clock is ever consulted for a
-// deadline. Go builds the keys and arguments, generates lease ids and
-// request ids, and decodes answers; it decides nothing a script should.
-//
-// All keys live under one prefix carrying a hash tag, so every call's keys
-// share one slot and the store runs on standalone Valkey, Sentinel and
-// Valkey Cluster alike (a cluster then gives failover, not sharding of one
-// relay's routing state).
-//
-// Deploy with maxmemory-policy noeviction (an evicted index entry would
-// lose a job) and AOF persistence. An asynchronous failover can lose the
-// last writes: a job may return to an earlier state and be granted again
-// under a new lease, but fencing by lease id means no result is ever
-// accepted from a grant the store no longer holds.
 package valkey
 
 import (
@@ -30,7 +12,6 @@ import (
 
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
-	"github.com/byollm/relayd/store/lua"
 )
 
 const (
@@ -52,7 +33,7 @@ type Store struct {
 	owned   bool
 	prefix  string
 	keys    []string
-	scripts map[string]*script
+	scripts map[store.Op]*script
 	results resultsCache
 
 	// onCall, when set (by tests), sees every script call before it runs.
@@ -61,14 +42,9 @@ type Store struct {
 
 var _ store.RoutingStore = (*Store)(nil)
 
-type script struct {
-	lua.Script
-	run *valkey.Lua
-}
-
 // call is one script invocation with its full keys and arguments.
 type call struct {
-	op   string
+	op   store.Op
 	keys []string
 	args []string
 }
@@ -81,24 +57,13 @@ func NewFromClient(client valkey.Client, prefix string) (*Store, error) {
 	if err := ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: prefix, scripts: map[string]*script{}}
-	for _, k := range lua.Keys() {
-		s.keys = append(s.keys, prefix+k)
+	scripts, err := loadScripts()
+	if err != nil {
+		return nil, err
 	}
-	for _, name := range lua.Names() {
-		src, err := lua.Load(name)
-		if err != nil {
-			return nil, fmt.Errorf("valkey store: %w", err)
-		}
-		sc := &script{Script: src}
-		if src.ReadOnly {
-			sc.run = valkey.NewLuaScriptReadOnly(src.Source)
-		} else {
-			// Retryable: every write script is safe to re-run with the
-			// same arguments, which is what a retry after a lost reply is.
-			sc.run = valkey.NewLuaScriptRetryable(src.Source)
-		}
-		s.scripts[name] = sc
+	s := &Store{client: client, prefix: prefix, scripts: scripts}
+	for _, k := range scriptKeys() {
+		s.keys = append(s.keys, prefix+k)
 	}
 	return s, nil
 }
@@ -119,9 +84,9 @@ func (s *Store) Client() valkey.Client { return s.client }
 
 // newCall builds a call of op with the fixed keys, plus a fresh request key
 // for a script that remembers its answer.
-func (s *Store) newCall(op string, args ...string) call {
+func (s *Store) newCall(op store.Op, args ...string) call {
 	keys := s.keys
-	if s.scripts[op].Remembers {
+	if s.scripts[op].remembers {
 		keys = append(append([]string(nil), s.keys...), s.prefix+"req:"+newUUID())
 	}
 	return call{op: op, keys: keys, args: args}
@@ -167,7 +132,7 @@ func (s *Store) execWrite(ctx context.Context, c call) ([]string, error) {
 	return nil, fmt.Errorf("valkey store: %s: unexpected reply status %q", c.op, parts[0])
 }
 
-func wantParts(op string, parts []string, n int) error {
+func wantParts(op store.Op, parts []string, n int) error {
 	if len(parts) < n {
 		return fmt.Errorf("valkey store: %s: reply has %d parts, want %d", op, len(parts), n)
 	}
@@ -181,14 +146,14 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("valkey store: ping: %w", err)
 	}
 	for addr, node := range s.client.Nodes() {
-		for _, name := range lua.Names() {
-			sc := s.scripts[name]
-			sha, err := node.Do(ctx, node.B().ScriptLoad().Script(sc.Source).Build()).ToString()
+		for _, op := range scripted() {
+			sc := s.scripts[op]
+			sha, err := node.Do(ctx, node.B().ScriptLoad().Script(sc.source).Build()).ToString()
 			if err != nil {
-				return fmt.Errorf("valkey store: loading script %s on %s: %w", name, addr, err)
+				return fmt.Errorf("valkey store: loading script %s on %s: %w", op, addr, err)
 			}
-			if want := digest(sc.Source); sha != want {
-				return fmt.Errorf("valkey store: script %s loaded on %s as %s, want %s", name, addr, sha, want)
+			if want := digest(sc.source); sha != want {
+				return fmt.Errorf("valkey store: script %s loaded on %s as %s, want %s", op, addr, sha, want)
 			}
 		}
 	}
@@ -205,7 +170,7 @@ func (s *Store) Close() error {
 
 // Now reads the store clock.
 func (s *Store) Now(ctx context.Context) (int64, error) {
-	msg, err := s.exec(ctx, s.newCall(lua.Now))
+	msg, err := s.exec(ctx, s.newCall(store.OpNow))
 	if err != nil {
 		return 0, err
 	}
@@ -226,7 +191,7 @@ func (s *Store) Enqueue(ctx context.Context, in store.EnqueueInput) (store.Enque
 	if err != nil {
 		return store.EnqueueResult{}, err
 	}
-	if err := wantParts(lua.Enqueue, parts, 2); err != nil {
+	if err := wantParts(store.OpEnqueue, parts, 2); err != nil {
 		return store.EnqueueResult{}, err
 	}
 	return store.EnqueueResult{State: store.State(parts[0]), Created: parts[1] == "1"}, nil
@@ -240,7 +205,7 @@ func enqueueCall(s *Store, in store.EnqueueInput) (call, error) {
 	if err != nil {
 		return call{}, fmt.Errorf("valkey store: enqueue: encoding stub: %w", err)
 	}
-	return s.newCall(lua.Enqueue, in.Stub.ID, in.SiteID, string(stub),
+	return s.newCall(store.OpEnqueue, in.Stub.ID, in.SiteID, string(stub),
 		in.Stub.Owner, in.Stub.Kind, in.Stub.Audience, strconv.FormatInt(in.Stub.DeadlineAt, 10)), nil
 }
 
@@ -263,11 +228,11 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	for range n {
 		args = append(args, newUUID())
 	}
-	parts, err := s.execWrite(ctx, s.newCall(lua.Claim, args...))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpClaim, args...))
 	if err != nil {
 		return nil, err
 	}
-	if err := wantParts(lua.Claim, parts, 1); err != nil {
+	if err := wantParts(store.OpClaim, parts, 1); err != nil {
 		return nil, err
 	}
 	f, err := unframe(parts[0])
@@ -290,16 +255,16 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 
 // Fetch implements store.RoutingStore.
 func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
-	parts, err := s.execWrite(ctx, s.newCall(lua.TakePayload, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch)))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpFetch, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch)))
 	if err != nil {
 		return protocol.SealedEnvelope{}, err
 	}
-	if err := wantParts(lua.TakePayload, parts, 1); err != nil {
+	if err := wantParts(store.OpFetch, parts, 1); err != nil {
 		return protocol.SealedEnvelope{}, err
 	}
 	var env protocol.SealedEnvelope
 	if err := json.Unmarshal([]byte(parts[0]), &env); err != nil {
-		return protocol.SealedEnvelope{}, fmt.Errorf("valkey store: take payload: decoding payload: %w", err)
+		return protocol.SealedEnvelope{}, fmt.Errorf("valkey store: fetch: decoding payload: %w", err)
 	}
 	return env, nil
 }
@@ -308,13 +273,13 @@ func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.Sealed
 func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultOutcome, error) {
 	env, err := json.Marshal(in.Envelope)
 	if err != nil {
-		return store.ResultOutcome{}, fmt.Errorf("valkey store: complete: encoding result: %w", err)
+		return store.ResultOutcome{}, fmt.Errorf("valkey store: result: encoding result: %w", err)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(lua.Complete, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpResult, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID))
 	if err != nil {
 		return store.ResultOutcome{}, err
 	}
-	if err := wantParts(lua.Complete, parts, 1); err != nil {
+	if err := wantParts(store.OpResult, parts, 1); err != nil {
 		return store.ResultOutcome{}, err
 	}
 	return store.ResultOutcome{Duplicate: parts[0] == "1"}, nil
@@ -326,7 +291,7 @@ func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, e
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(lua.Release, args...))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpRelease, args...))
 	if err != nil {
 		return nil, err
 	}
@@ -337,19 +302,19 @@ func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, e
 func (s *Store) Payload(ctx context.Context, in store.PayloadInput) error {
 	env, err := json.Marshal(in.Envelope)
 	if err != nil {
-		return fmt.Errorf("valkey store: seal: encoding payload: %w", err)
+		return fmt.Errorf("valkey store: payload: encoding payload: %w", err)
 	}
-	_, err = s.execWrite(ctx, s.newCall(lua.Seal, in.JobID, in.SiteID, string(env), in.Envelope.RecipientKeyID))
+	_, err = s.execWrite(ctx, s.newCall(store.OpPayload, in.JobID, in.SiteID, string(env), in.Envelope.RecipientKeyID))
 	return err
 }
 
 // Cancel implements store.RoutingStore.
 func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) {
-	parts, err := s.execWrite(ctx, s.newCall(lua.Cancel, in.JobID, in.SiteID))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpCancel, in.JobID, in.SiteID))
 	if err != nil {
 		return false, err
 	}
-	if err := wantParts(lua.Cancel, parts, 1); err != nil {
+	if err := wantParts(store.OpCancel, parts, 1); err != nil {
 		return false, err
 	}
 	return parts[0] == "1", nil
@@ -357,7 +322,7 @@ func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) 
 
 // CancelRequests implements store.RoutingStore.
 func (s *Store) CancelRequests(ctx context.Context, runnerID string) ([]string, error) {
-	return s.execWrite(ctx, s.newCall(lua.CancelRequests, runnerID))
+	return s.execWrite(ctx, s.newCall(store.OpCancelRequests, runnerID))
 }
 
 // Renew implements store.RoutingStore.
@@ -366,11 +331,11 @@ func (s *Store) Renew(ctx context.Context, in store.RenewInput) (store.RenewResu
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(lua.Renew, args...))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpRenew, args...))
 	if err != nil {
 		return store.RenewResult{}, err
 	}
-	if err := wantParts(lua.Renew, parts, 1); err != nil {
+	if err := wantParts(store.OpRenew, parts, 1); err != nil {
 		return store.RenewResult{}, err
 	}
 	f, err := unframe(parts[0])
@@ -396,18 +361,18 @@ func (s *Store) Renew(ctx context.Context, in store.RenewInput) (store.RenewResu
 func (s *Store) Pair(ctx context.Context, in store.PairInput) (store.Presence, error) {
 	device, err := json.Marshal(in.Device)
 	if err != nil {
-		return store.Presence{}, fmt.Errorf("valkey store: seen: encoding device: %w", err)
+		return store.Presence{}, fmt.Errorf("valkey store: pair: encoding device: %w", err)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(lua.Seen, in.RunnerID, in.Owner, string(device)))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpPair, in.RunnerID, in.Owner, string(device)))
 	if err != nil {
 		return store.Presence{}, err
 	}
-	if err := wantParts(lua.Seen, parts, 1); err != nil {
+	if err := wantParts(store.OpPair, parts, 1); err != nil {
 		return store.Presence{}, err
 	}
 	p, err := decodePresence(in.RunnerID, parts[0])
 	if err != nil {
-		return store.Presence{}, fmt.Errorf("valkey store: seen: %w", err)
+		return store.Presence{}, fmt.Errorf("valkey store: pair: %w", err)
 	}
 	return p, nil
 }
@@ -422,11 +387,11 @@ func flag(b bool) string {
 
 // Touch implements store.RoutingStore.
 func (s *Store) Touch(ctx context.Context, runnerID string) (bool, error) {
-	parts, err := s.execWrite(ctx, s.newCall(lua.Touch, runnerID))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpTouch, runnerID))
 	if err != nil {
 		return false, err
 	}
-	if err := wantParts(lua.Touch, parts, 1); err != nil {
+	if err := wantParts(store.OpTouch, parts, 1); err != nil {
 		return false, err
 	}
 	return parts[0] == "1", nil
@@ -435,11 +400,11 @@ func (s *Store) Touch(ctx context.Context, runnerID string) (bool, error) {
 // Sweep implements store.RoutingStore. It settles at most a batch of due
 // entries per deadline index; call it again while it reports work.
 func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
-	parts, err := s.execWrite(ctx, s.newCall(lua.Sweep, strconv.Itoa(sweepBatch)))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpSweep, strconv.Itoa(sweepBatch)))
 	if err != nil {
 		return store.SweepResult{}, err
 	}
-	if err := wantParts(lua.Sweep, parts, 2); err != nil {
+	if err := wantParts(store.OpSweep, parts, 2); err != nil {
 		return store.SweepResult{}, err
 	}
 	requeued, err1 := unframe(parts[0])
@@ -465,7 +430,7 @@ func nullable(m valkey.ValkeyMessage) (*string, error) {
 // jobsFrom decodes flat (id, record, payload, result) groups, skipping ids
 // whose record vanished and, in lists, records this code cannot read. A
 // results listing passes l to reuse earlier decodings.
-func jobsFrom(op string, ms []valkey.ValkeyMessage, skipUnreadable bool, l *listing) ([]store.Job, error) {
+func jobsFrom(op store.Op, ms []valkey.ValkeyMessage, skipUnreadable bool, l *listing) ([]store.Job, error) {
 	if len(ms)%4 != 0 {
 		return nil, fmt.Errorf("valkey store: %s: reply of %d elements", op, len(ms))
 	}
@@ -502,7 +467,7 @@ func jobsFrom(op string, ms []valkey.ValkeyMessage, skipUnreadable bool, l *list
 
 // Job implements store.RoutingStore.
 func (s *Store) Job(ctx context.Context, id string) (store.Job, bool, error) {
-	msg, err := s.exec(ctx, s.newCall(lua.Job, id))
+	msg, err := s.exec(ctx, s.newCall(store.OpJob, id))
 	if err != nil {
 		return store.Job{}, false, err
 	}
@@ -510,7 +475,7 @@ func (s *Store) Job(ctx context.Context, id string) (store.Job, bool, error) {
 	if err != nil {
 		return store.Job{}, false, fmt.Errorf("valkey store: job: %w", err)
 	}
-	jobs, err := jobsFrom(lua.Job, ms, false, nil)
+	jobs, err := jobsFrom(store.OpJob, ms, false, nil)
 	if err != nil || len(jobs) == 0 {
 		return store.Job{}, false, err
 	}
@@ -526,7 +491,7 @@ func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
 		if limit > 0 {
 			n = min(n, limit-len(out))
 		}
-		msg, err := s.exec(ctx, s.newCall(lua.Jobs, after, strconv.Itoa(n)))
+		msg, err := s.exec(ctx, s.newCall(store.OpJobs, after, strconv.Itoa(n)))
 		if err != nil {
 			return nil, err
 		}
@@ -544,7 +509,7 @@ func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
 		if after, err = ms[len(ms)-4].ToString(); err != nil {
 			return nil, fmt.Errorf("valkey store: jobs: %w", err)
 		}
-		jobs, err := jobsFrom(lua.Jobs, flat, true, nil)
+		jobs, err := jobsFrom(store.OpJobs, flat, true, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -558,20 +523,20 @@ func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
 
 // Pending implements store.RoutingStore.
 func (s *Store) Pending(ctx context.Context, siteID string) ([]store.Job, error) {
-	return s.siteJobs(ctx, lua.Awaiting, siteID, nil)
+	return s.siteJobs(ctx, store.OpPending, siteID, nil)
 }
 
 // Results implements store.RoutingStore.
 func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error) {
 	l := s.results.begin(siteID)
-	jobs, err := s.siteJobs(ctx, lua.Finished, siteID, l)
+	jobs, err := s.siteJobs(ctx, store.OpResults, siteID, l)
 	if err == nil {
 		s.results.commit(siteID, l)
 	}
 	return jobs, err
 }
 
-func (s *Store) siteJobs(ctx context.Context, op, siteID string, l *listing) ([]store.Job, error) {
+func (s *Store) siteJobs(ctx context.Context, op store.Op, siteID string, l *listing) ([]store.Job, error) {
 	out := []store.Job{}
 	last := ""
 	for {
@@ -599,7 +564,7 @@ func (s *Store) siteJobs(ctx context.Context, op, siteID string, l *listing) ([]
 
 // Presence implements store.RoutingStore.
 func (s *Store) Presence(ctx context.Context, runnerID string) (store.Presence, bool, error) {
-	msg, err := s.exec(ctx, s.newCall(lua.Presence, runnerID))
+	msg, err := s.exec(ctx, s.newCall(store.OpPresence, runnerID))
 	if err != nil {
 		return store.Presence{}, false, err
 	}
@@ -626,20 +591,20 @@ func (s *Store) Runners(ctx context.Context, limit int) ([]store.Presence, error
 		if limit > 0 {
 			n = min(n, limit-len(out))
 		}
-		msg, err := s.exec(ctx, s.newCall(lua.Everyone, after, strconv.Itoa(n)))
+		msg, err := s.exec(ctx, s.newCall(store.OpRunners, after, strconv.Itoa(n)))
 		if err != nil {
 			return nil, err
 		}
 		ms, err := msg.ToArray()
 		if err != nil || len(ms)%3 != 0 {
-			return nil, fmt.Errorf("valkey store: everyone: unexpected reply")
+			return nil, fmt.Errorf("valkey store: runners: unexpected reply")
 		}
 		for i := 0; i < len(ms); i += 3 {
 			runner, err1 := ms[i].ToString()
 			seq, err2 := ms[i+1].ToString()
 			raw, err3 := nullable(ms[i+2])
 			if err := errors.Join(err1, err2, err3); err != nil {
-				return nil, fmt.Errorf("valkey store: everyone: %w", err)
+				return nil, fmt.Errorf("valkey store: runners: %w", err)
 			}
 			after = seq
 			if raw == nil {

@@ -106,7 +106,7 @@ func dump(t testing.TB, s *Store) map[string]string {
 // rerun captures the next script call made by act, runs act, then runs the
 // captured call again with identical keys and arguments and checks that
 // the second run changed no key.
-func rerun(t *testing.T, s *Store, op string, act func()) (first, second valkey.ValkeyMessage) {
+func rerun(t *testing.T, s *Store, op store.Op, act func()) (first, second valkey.ValkeyMessage) {
 	t.Helper()
 	var captured *call
 	s.onCall = func(c call) {
@@ -138,13 +138,13 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 
 	t.Run("enqueue", func(t *testing.T) {
 		s := newTestStore(t, client)
-		rerun(t, s, "enqueue", func() { mustEnqueue(t, s, "a") })
+		rerun(t, s, store.OpEnqueue, func() { mustEnqueue(t, s, "a") })
 	})
 	t.Run("claim returns the same grants", func(t *testing.T) {
 		s := newTestStore(t, client)
 		mustEnqueue(t, s, "a", "b", "c")
 		var got []protocol.ClaimedStub
-		again, once := rerun(t, s, "claim", func() { got = mustClaim(t, s, "r1", 2) })
+		again, once := rerun(t, s, store.OpClaim, func() { got = mustClaim(t, s, "r1", 2) })
 		require.Len(t, got, 2)
 		require.Equal(t, again.String(), once.String())
 		parts, err := again.AsStrSlice()
@@ -156,30 +156,30 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, c, 1, "the third job was not granted by the re-runs")
 	})
-	t.Run("seal", func(t *testing.T) {
+	t.Run("payload", func(t *testing.T) {
 		s := newTestStore(t, client)
 		mustEnqueue(t, s, "a")
 		c := mustClaim(t, s, "r1", 1)[0]
-		rerun(t, s, "seal", func() {
+		rerun(t, s, store.OpPayload, func() {
 			require.NoError(t, s.Payload(ctx, store.PayloadInput{JobID: "a", SiteID: testSite, Envelope: env("payload", "a")}))
 		})
 		_ = c
 	})
-	t.Run("take_payload", func(t *testing.T) {
+	t.Run("fetch", func(t *testing.T) {
 		s := newTestStore(t, client)
 		mustEnqueue(t, s, "a")
 		c := mustClaim(t, s, "r1", 1)[0]
 		require.NoError(t, s.Payload(ctx, store.PayloadInput{JobID: "a", SiteID: testSite, Envelope: env("payload", "a")}))
-		rerun(t, s, "take_payload", func() {
+		rerun(t, s, store.OpFetch, func() {
 			_, err := s.Fetch(ctx, leaseOf(c))
 			require.NoError(t, err)
 		})
 	})
-	t.Run("complete", func(t *testing.T) {
+	t.Run("result", func(t *testing.T) {
 		s := newTestStore(t, client)
 		mustEnqueue(t, s, "a")
 		c := mustClaim(t, s, "r1", 1)[0]
-		rerun(t, s, "complete", func() {
+		rerun(t, s, store.OpResult, func() {
 			res, err := s.Result(ctx, store.ResultInput{LeaseInput: leaseOf(c), Envelope: env("result", "a"), Disposition: "ok"})
 			require.NoError(t, err)
 			require.False(t, res.Duplicate)
@@ -189,7 +189,7 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		s := newTestStore(t, client)
 		mustEnqueue(t, s, "a")
 		c := mustClaim(t, s, "r1", 1)[0]
-		rerun(t, s, "release", func() {
+		rerun(t, s, store.OpRelease, func() {
 			ids, err := s.Release(ctx, store.ReleaseInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, Reason: "refused"})
 			require.NoError(t, err)
 			require.Equal(t, []string{"a"}, ids)
@@ -199,24 +199,24 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		s := newTestStore(t, client)
 		mustEnqueue(t, s, "a", "b")
 		mustClaim(t, s, "r1", 1)
-		rerun(t, s, "cancel", func() {
+		rerun(t, s, store.OpCancel, func() {
 			ok, err := s.Cancel(ctx, store.CancelInput{JobID: "a", SiteID: testSite})
 			require.NoError(t, err)
 			require.True(t, ok)
 		})
-		rerun(t, s, "cancel", func() {
+		rerun(t, s, store.OpCancel, func() {
 			_, err := s.Cancel(ctx, store.CancelInput{JobID: "b", SiteID: testSite})
 			require.NoError(t, err)
 		})
 	})
-	t.Run("cancel_requests after the window lapsed", func(t *testing.T) {
+	t.Run("cancelRequests after the window lapsed", func(t *testing.T) {
 		s := newTestStore(t, client)
 		mustEnqueue(t, s, "a")
 		mustClaim(t, s, "r1", 1)
 		_, err := s.Cancel(ctx, store.CancelInput{JobID: "a", SiteID: testSite})
 		require.NoError(t, err)
 		advance(t, s, 11*time.Second)
-		rerun(t, s, "cancel_requests", func() {
+		rerun(t, s, store.OpCancelRequests, func() {
 			ids, err := s.CancelRequests(ctx, "r1")
 			require.NoError(t, err)
 			require.Empty(t, ids)
@@ -226,16 +226,16 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		s := newTestStore(t, client)
 		mustEnqueue(t, s, "a")
 		c := mustClaim(t, s, "r1", 1)[0]
-		again, once := rerun(t, s, "renew", func() {
+		again, once := rerun(t, s, store.OpRenew, func() {
 			res, err := s.Renew(ctx, store.RenewInput{RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, LeaseMs: 60_000})
 			require.NoError(t, err)
 			require.Len(t, res.Renewed, 1)
 		})
 		require.Equal(t, again.String(), once.String())
 	})
-	t.Run("seen", func(t *testing.T) {
+	t.Run("pair", func(t *testing.T) {
 		s := newTestStore(t, client)
-		rerun(t, s, "seen", func() {
+		rerun(t, s, store.OpPair, func() {
 			_, err := s.Pair(ctx, store.PairInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
 			require.NoError(t, err)
 		})
@@ -244,7 +244,7 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		s := newTestStore(t, client)
 		_, err := s.Pair(ctx, store.PairInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
 		require.NoError(t, err)
-		rerun(t, s, "touch", func() {
+		rerun(t, s, store.OpTouch, func() {
 			ok, err := s.Touch(ctx, "r1")
 			require.NoError(t, err)
 			require.True(t, ok)
@@ -259,7 +259,7 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Stub: stub})
 		require.NoError(t, err)
 		advance(t, s, 11*time.Second)
-		rerun(t, s, "sweep", func() {
+		rerun(t, s, store.OpSweep, func() {
 			res, err := s.Sweep(ctx)
 			require.NoError(t, err)
 			require.Equal(t, store.SweepResult{Requeued: []string{"a"}, Expired: []string{"late"}}, res)

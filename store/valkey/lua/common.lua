@@ -1,8 +1,11 @@
--- Shared helpers for every relayd script. The Go loader puts a generated
--- header binding KEYS to the table K first, then the top-level definitions
--- below that the operation uses (directly or through each other, in this
--- order), then the operation's own file, so each rule below exists once and
--- a call runs no definition it does not need. This comment is not sent.
+-- Shared helpers for every relayd script. The Go loader (scripts.go) puts
+-- a generated header binding KEYS to the table K first, then the schema
+-- definitions generated from schema.go (FORMAT, REQ_TTL_MS, STATE_*,
+-- REFUSED_*, FIELDS and NFIELDS, PRESENCE_FIELDS and NPRESENCE, STUB_*)
+-- and the top-level definitions below that the operation uses (directly or
+-- through each other, in this order), then the operation's own file, so
+-- each rule below exists once and a call runs no definition it does not
+-- need. This comment is not sent.
 --
 -- Stored shapes (all under one hash-tagged prefix, so one slot):
 --   K.job       hash  job id -> job record (framed, format FORMAT)
@@ -29,15 +32,6 @@
 -- reads one list's head in O(log N). Every key a script touches is thus
 -- fixed and declared in KEYS, including when a job goes back to a queue
 -- chosen by its own data.
-
-local FORMAT = '1'
-local REQ_TTL_MS = 120000
-
-local STATE_QUEUED = 'queued'
-local STATE_AWAITING = 'awaiting-payload'
-local STATE_READY = 'ready'
-local STATE_RUNNING = 'running'
-local STATE_DONE = 'done'
 
 -- clock_now reads the store clock: Valkey TIME in ms. Each script calls it
 -- once, at the top, and derives every decision from it. Tests alone write
@@ -126,10 +120,8 @@ local function lex_range(prefix)
   return '[' .. prefix, '(' .. string.sub(prefix, 1, -2) .. '}'
 end
 
--- Job records. Fields after the last named one are the refusing runners.
-local FIELDS = { 'v', 'site', 'seq', 'deadline', 'state', 'stub', 'qm', 'runner', 'cowner', 'device', 'lease', 'lexp', 'await', 'cancelled', 'disp' }
-local NFIELDS = #FIELDS
-
+-- Job records hold FIELDS in order; fields past NFIELDS are the refusing
+-- runners.
 local function is_int(s)
   return type(s) == 'string' and string.find(s, '^%-?%d+$') ~= nil
 end
@@ -271,7 +263,7 @@ local function settle(id, rec, now)
     drop(id, rec)
     return 'gone'
   end
-  if rec.state == STATE_AWAITING then
+  if rec.state == STATE_AWAITING_PAYLOAD then
     if (tonumber(rec.await) or 0) <= now then
       requeue(id, rec)
       return 'requeued'
@@ -302,10 +294,10 @@ end
 -- an unclaimed job, then the lease id must match.
 local function holder_refusal(rec, runner, lease)
   if rec.runner == '' or rec.runner ~= runner then
-    return 'not-holder'
+    return REFUSED_NOT_HOLDER
   end
   if rec.lease ~= lease then
-    return 'stale-lease'
+    return REFUSED_STALE_LEASE
   end
   return nil
 end
@@ -330,7 +322,7 @@ local function held(id, runner, lease, now)
     return nil, unreadable(id)
   end
   if not rec then
-    return nil, { 'refused', 'not-found' }
+    return nil, { 'refused', REFUSED_NOT_FOUND }
   end
   local no = holder_refusal(rec, runner, lease)
   if no then
@@ -389,8 +381,8 @@ local function sweep(now, batch)
 end
 
 -- valid_stub says whether a stored stub would decode as the JobStub it was
--- written as; a claim hands out nothing else.
-local STUB_STRINGS = { 'id', 'kind', 'owner', 'site', 'audience', 'sizeClass' }
+-- written as (its fields by type: STUB_STRINGS, STUB_BOOLS, STUB_INTS);
+-- a claim hands out nothing else.
 local function valid_stub(raw, id)
   local ok, v = pcall(cjson.decode, raw)
   if not ok or type(v) ~= 'table' then
@@ -401,11 +393,18 @@ local function valid_stub(raw, id)
       return false
     end
   end
-  if v.id ~= id or type(v.streaming) ~= 'boolean' then
-    return false
+  for _, f in ipairs(STUB_BOOLS) do
+    if type(v[f]) ~= 'boolean' then
+      return false
+    end
   end
-  local d = v.deadlineAt
-  return type(d) == 'number' and d == math.floor(d) and d > -2 ^ 63 and d < 2 ^ 63
+  for _, f in ipairs(STUB_INTS) do
+    local d = v[f]
+    if type(d) ~= 'number' or d ~= math.floor(d) or d <= -2 ^ 63 or d >= 2 ^ 63 then
+      return false
+    end
+  end
+  return v.id == id
 end
 
 -- Remembered answers make a stamping write (one whose effect depends on the
@@ -420,17 +419,29 @@ local function remember(answer)
   return answer
 end
 
--- Presence records: format, owner, device JSON, lastSeenAt.
+-- Presence records hold PRESENCE_FIELDS in order: format, owner, device
+-- JSON, lastSeenAt.
 local function decode_presence(raw)
   local f = unframe(raw)
-  if not f or #f < 4 or f[1] ~= FORMAT or not is_int(f[4]) then
+  if not f or #f < NPRESENCE or f[1] ~= FORMAT then
     return nil
   end
-  return { owner = f[2], device = f[3], seen = f[4] }
+  local p = {}
+  for i = 2, NPRESENCE do
+    p[PRESENCE_FIELDS[i]] = f[i]
+  end
+  if not is_int(p.seen) then
+    return nil
+  end
+  return p
 end
 
 local function encode_presence(p)
-  return frame({ FORMAT, p.owner, p.device, p.seen })
+  local f = { FORMAT }
+  for i = 2, NPRESENCE do
+    f[i] = p[PRESENCE_FIELDS[i]]
+  end
+  return frame(f)
 end
 
 -- stamp_presence sets a paired runner's last-seen time to now and says

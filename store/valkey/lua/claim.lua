@@ -169,7 +169,7 @@ local function consider(id, member)
   end
   queue_out(rec)
   local lease = leases[#granted / 3 + 1]
-  rec.state = STATE_AWAITING
+  rec.state = STATE_AWAITING_PAYLOAD
   rec.runner, rec.cowner, rec.device, rec.lease = runner, owner, device, lease
   rec.lexp = ms(now + lease_ms)
   rec.await = ms(now + window_ms)

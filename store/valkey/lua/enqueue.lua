@@ -1,6 +1,6 @@
 -- enqueue: create a queued job, or answer for the existing one.
 -- ARGV: id, site, stub JSON, stub owner, stub kind, stub audience, deadlineAt.
--- Reply: {'ok', state, created '1'|'0'} or {'refused', 'id-taken'}.
+-- Reply: {'ok', state, created '1'|'0'} or {'refused', REFUSED_ID_TAKEN}.
 -- Re-run: the second run finds the job and changes nothing.
 local now = clock_now()
 local id, site, stub, owner, kind, audience, deadline = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
@@ -11,7 +11,7 @@ if how == 'unreadable' then
 end
 if rec then
   if rec.site ~= site then
-    return { 'refused', 'id-taken' }
+    return { 'refused', REFUSED_ID_TAKEN }
   end
   return { 'ok', rec.state, '0' }
 end

@@ -1,4 +1,4 @@
--- seen: record a pairing, creating the runner's presence or refreshing its
+-- pair: record a pairing, creating the runner's presence or refreshing its
 -- owner and keys (relayd G7), stamped with the store clock.
 -- ARGV: runner, owner, device JSON.
 -- Reply: {'ok', presence record}.

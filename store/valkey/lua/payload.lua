@@ -1,4 +1,4 @@
--- seal: store the payload of a job awaiting it; the job becomes ready.
+-- payload: store the payload of a job awaiting it; the job becomes ready.
 -- ARGV: job id, site, payload JSON, the payload's recipient key id.
 -- Reply: {'ok'} or {'refused', code[, state]}.
 -- Re-run: the job is no longer awaiting, so the re-run is refused as
@@ -11,14 +11,14 @@ if how == 'unreadable' then
   return unreadable(id)
 end
 if not rec or rec.site ~= site then
-  return { 'refused', 'not-found' }
+  return { 'refused', REFUSED_NOT_FOUND }
 end
-if rec.state ~= STATE_AWAITING then
-  return { 'refused', 'too-late', rec.state }
+if rec.state ~= STATE_AWAITING_PAYLOAD then
+  return { 'refused', REFUSED_TOO_LATE, rec.state }
 end
 -- Sealed to an earlier holder: the current one could never open it (D11).
 if not holder_key_is(rec, recipient) then
-  return { 'refused', 'other-device' }
+  return { 'refused', REFUSED_OTHER_DEVICE }
 end
 redis.call('HSET', K.payload, id, payload)
 redis.call('ZREM', K.window, id)

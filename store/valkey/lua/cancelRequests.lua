@@ -1,4 +1,4 @@
--- cancel_requests: list the unfinished cancelled jobs a runner holds, in
+-- cancelRequests: list the unfinished cancelled jobs a runner holds, in
 -- first-enqueue order, applying each one's passed deadlines first.
 -- ARGV: runner.
 -- Reply: {'ok', job ids...}.

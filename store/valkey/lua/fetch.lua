@@ -1,4 +1,4 @@
--- take_payload: hand the sealed payload to the job's holder and mark the
+-- fetch: hand the sealed payload to the job's holder and mark the
 -- job running.
 -- ARGV: job id, runner, lease id, touch '1'|'0' (stamp the runner's
 -- presence first, whatever the outcome).
@@ -15,11 +15,11 @@ if not rec then
   return refusal
 end
 if rec.state == STATE_DONE then
-  return { 'refused', 'finished' } -- relayd G9: a finished job is never reopened
+  return { 'refused', REFUSED_FINISHED } -- relayd G9: a finished job is never reopened
 end
 local payload = redis.call('HGET', K.payload, id)
 if not payload then
-  return { 'refused', 'not-ready' }
+  return { 'refused', REFUSED_NOT_READY }
 end
 if rec.state ~= STATE_RUNNING then
   rec.state = STATE_RUNNING

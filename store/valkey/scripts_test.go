@@ -1,22 +1,35 @@
-package lua
+package valkey
 
 import (
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/byollm/relayd/store"
 )
+
+// loadForTest builds one operation's script as the store does.
+func loadForTest(t *testing.T, op store.Op) *script {
+	t.Helper()
+	scripts, err := loadScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, ok := scripts[op]
+	if !ok {
+		t.Fatalf("no script for %s", op)
+	}
+	return sc
+}
 
 // TestScripts checks every operation loads, names only keys it receives,
 // and that each write reads the clock exactly once, before anything else.
 func TestScripts(t *testing.T) {
 	keyRef := regexp.MustCompile(`\bK\.([a-z_]+)`)
-	for _, name := range Names() {
-		s, err := Load(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := files.ReadFile(name + ".lua")
+	for _, name := range scripted() {
+		s := loadForTest(t, name)
+		body, err := luaFiles.ReadFile("lua/" + string(name) + ".lua")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -24,12 +37,12 @@ func TestScripts(t *testing.T) {
 		// operation may use them that way.
 		for _, m := range keyRef.FindAllStringSubmatch(string(body), -1) {
 			k := m[1]
-			if !slices.Contains(Keys(), k) && !(k == "req" && s.Remembers) {
+			if !slices.Contains(scriptKeys(), k) && !(k == "req" && s.remembers) {
 				t.Errorf("%s uses K.%s, which it is not passed", name, k)
 			}
 		}
 		calls := strings.Count(string(body), "clock_now()")
-		if !s.ReadOnly || name == Now {
+		if !s.readOnly || name == store.OpNow {
 			if calls != 1 {
 				t.Errorf("%s reads the clock %d times, want once", name, calls)
 			}
@@ -40,24 +53,35 @@ func TestScripts(t *testing.T) {
 		} else if calls != 0 {
 			t.Errorf("read %s reads the clock", name)
 		}
-		if s.Remembers != strings.Contains(string(body), "remember(") {
-			t.Errorf("%s: Remembers is %v but the script says otherwise", name, s.Remembers)
+		if s.remembers != strings.Contains(string(body), "remember(") {
+			t.Errorf("%s: remembers is %v but the script says otherwise", name, s.remembers)
 		}
-		if !strings.Contains(s.Source, "KEYS[") {
+		if !strings.Contains(s.source, "KEYS[") {
 			t.Errorf("%s has no key header", name)
 		}
 	}
-	common, _ := files.ReadFile("common.lua")
+	common, _ := luaFiles.ReadFile("lua/common.lua")
 	for _, m := range keyRef.FindAllStringSubmatch(string(common), -1) {
-		if !slices.Contains(Keys(), m[1]) && m[1] != "req" {
+		if !slices.Contains(scriptKeys(), m[1]) && m[1] != "req" {
 			t.Errorf("common.lua uses K.%s, which no script is passed", m[1])
 		}
 	}
-	if _, err := Load("common"); err == nil {
+	if _, err := loadScript("common", nil); err == nil {
 		t.Error("the shared helpers are not an operation")
 	}
-	if _, err := Load("nope"); err == nil {
+	if _, err := loadScript("nope", nil); err == nil {
 		t.Error("unknown operation loaded")
+	}
+	// Every file but common.lua is an operation's script.
+	entries, err := luaFiles.ReadDir("lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".lua")
+		if name != "common" && !slices.Contains(scripted(), store.Op(name)) {
+			t.Errorf("lua/%s is no operation's script", e.Name())
+		}
 	}
 }
 
@@ -65,44 +89,40 @@ func TestScripts(t *testing.T) {
 // every call, so a script carries the helpers its code names, directly or
 // through other helpers, and no others, in common.lua's order.
 func TestScriptsCarryOnlyTheHelpersTheyUse(t *testing.T) {
-	defines := func(name, helper string) bool {
-		s, err := Load(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Contains(s.Source, "\nlocal function "+helper+"(")
+	defines := func(name store.Op, helper string) bool {
+		return strings.Contains(loadForTest(t, name).source, "\nlocal function "+helper+"(")
 	}
-	// take_payload names held; held needs live, settle, drop, queue_out
-	// and, through them, refusal_member.
+	// fetch names held; held needs live, settle, drop, queue_out and,
+	// through them, refusal_member.
 	for _, h := range []string{"held", "live", "settle", "drop", "queue_out", "refusal_member", "clock_now"} {
-		if !defines(TakePayload, h) {
-			t.Errorf("take_payload lacks %s, which it uses", h)
+		if !defines(store.OpFetch, h) {
+			t.Errorf("fetch lacks %s, which it uses", h)
 		}
 	}
 	for _, h := range []string{"sweep", "valid_stub", "site_page", "read_jobs"} {
-		if defines(TakePayload, h) {
-			t.Errorf("take_payload carries %s, which it never uses", h)
+		if defines(store.OpFetch, h) {
+			t.Errorf("fetch carries %s, which it never uses", h)
 		}
 	}
-	if !defines(Claim, "sweep") || !defines(Claim, "valid_stub") {
+	if !defines(store.OpClaim, "sweep") || !defines(store.OpClaim, "valid_stub") {
 		t.Error("claim lacks its sweep or stub check")
 	}
-	if defines(Touch, "decode_job") || !defines(Touch, "decode_presence") {
+	if defines(store.OpTouch, "decode_job") || !defines(store.OpTouch, "decode_presence") {
 		t.Error("touch carries job records or lacks presence records")
 	}
-	s, _ := Load(TakePayload)
-	if strings.Index(s.Source, "local function live(") > strings.Index(s.Source, "local function held(") {
+	s := loadForTest(t, store.OpFetch)
+	if strings.Index(s.source, "local function live(") > strings.Index(s.source, "local function held(") {
 		t.Error("helpers are not in common.lua's order")
 	}
 	// Uses are found with comments stripped line by line, which is right
 	// only while no string literal holds "--": a line cut inside a string
 	// would leave its quotes unbalanced.
-	entries, err := files.ReadDir(".")
+	entries, err := luaFiles.ReadDir("lua")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		src, _ := files.ReadFile(e.Name())
+		src, _ := luaFiles.ReadFile("lua/" + e.Name())
 		for i, line := range strings.Split(string(src), "\n") {
 			code := luaComment.ReplaceAllString(line, "")
 			if strings.Count(code, "'")%2 != 0 || strings.Count(code, `"`)%2 != 0 {
@@ -111,7 +131,7 @@ func TestScriptsCarryOnlyTheHelpersTheyUse(t *testing.T) {
 		}
 	}
 	// Comments name helpers too; they must not pull them in.
-	if got := helpersFor("local function a()\nend\n-- b is not used\nlocal function b()\nend\n", "-- a and b\nreturn a()"); len(got) != 1 || got[0].names[0] != "a" {
+	if got := helpersFor(splitHelpers("local function a()\nend\n-- b is not used\nlocal function b()\nend\n"), "-- a and b\nreturn a()"); len(got) != 1 || got[0].names[0] != "a" {
 		t.Errorf("helpers for a body calling a: %+v", got)
 	}
 }

@@ -1,4 +1,4 @@
--- complete: record a job's result once, under the current grant.
+-- result: record a job's result once, under the current grant.
 -- ARGV: job id, runner, lease id, result JSON, disposition, touch '1'|'0'
 -- (stamp the runner's presence first, whatever the outcome), the result's
 -- sender key id.
@@ -17,7 +17,7 @@ if not rec then
 end
 -- Sealed by another device than the holder: no site could verify it.
 if not holder_key_is(rec, sender) then
-  return { 'refused', 'other-device' }
+  return { 'refused', REFUSED_OTHER_DEVICE }
 end
 if rec.state == STATE_DONE then
   return { 'ok', '1' }

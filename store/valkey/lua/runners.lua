@@ -1,4 +1,4 @@
--- everyone (read): a page of presences in first-pair order.
+-- runners (read): a page of presences in first-pair order.
 -- ARGV: exclusive lower bound on the pairing sequence ('' for the start),
 -- page size.
 -- Reply: flat {runner, seq, record}...

@@ -1,0 +1,137 @@
+package valkey
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// The record schema is written here once. Go reads and writes records by
+// these constants, and schemaLua turns the same constants into the Lua
+// definitions the scripts use (FORMAT, FIELDS, STATE_*, REFUSED_*, ...),
+// so no script spells a field position, a state or a refusal code itself.
+
+// recordFormat is the job and presence record format the scripts write
+// and read. A record of another format is never acted on but by its
+// deadline.
+const recordFormat = "1"
+
+// rememberFor is how long a stamping write keeps its answer for a re-run
+// (see scripts.go).
+const rememberFor = 120 * time.Second
+
+// Field positions of a job record. Fields past fieldDisp are the runners
+// that refused the job.
+const (
+	fieldVersion = iota
+	fieldSite
+	fieldSeq
+	fieldDeadline
+	fieldState
+	fieldStub
+	fieldQueueMember
+	fieldRunner
+	fieldClaimOwner
+	fieldDevice
+	fieldLease
+	fieldLeaseExpiry
+	fieldAwaiting
+	fieldCancelled
+	fieldDisp
+	jobFields
+)
+
+// jobFieldNames are the names the scripts give the job record's fields.
+var jobFieldNames = [jobFields]string{
+	fieldVersion: "v", fieldSite: "site", fieldSeq: "seq", fieldDeadline: "deadline", fieldState: "state",
+	fieldStub: "stub", fieldQueueMember: "qm", fieldRunner: "runner", fieldClaimOwner: "cowner",
+	fieldDevice: "device", fieldLease: "lease", fieldLeaseExpiry: "lexp", fieldAwaiting: "await",
+	fieldCancelled: "cancelled", fieldDisp: "disp",
+}
+
+// Field positions of a presence record.
+const (
+	presenceVersion = iota
+	presenceOwner
+	presenceDevice
+	presenceSeen
+	presenceFields
+)
+
+// presenceFieldNames are the names the scripts give the presence record's
+// fields.
+var presenceFieldNames = [presenceFields]string{
+	presenceVersion: "v", presenceOwner: "owner", presenceDevice: "device", presenceSeen: "seen",
+}
+
+// luaName turns a schema word such as "awaiting-payload" into the upper
+// case identifier the scripts know it by, under a kind prefix.
+func luaName(kind, word string) string {
+	return kind + "_" + strings.ToUpper(strings.ReplaceAll(word, "-", "_"))
+}
+
+// schemaLua is the Lua text of the schema: one top-level definition per
+// line, so that the loader can leave out those a script does not use.
+func schemaLua() (string, error) {
+	var b strings.Builder
+	b.WriteString("local FORMAT = " + luaString(recordFormat) + "\n")
+	b.WriteString("local REQ_TTL_MS = " + strconv.FormatInt(rememberFor.Milliseconds(), 10) + "\n")
+	for _, s := range store.States() {
+		b.WriteString("local " + luaName("STATE", string(s)) + " = " + luaString(string(s)) + "\n")
+	}
+	for _, c := range store.RefusalCodes() {
+		b.WriteString("local " + luaName("REFUSED", string(c)) + " = " + luaString(string(c)) + "\n")
+	}
+	writeLuaList(&b, "FIELDS", jobFieldNames[:])
+	fmt.Fprintf(&b, "local NFIELDS = %d\n", jobFields)
+	writeLuaList(&b, "PRESENCE_FIELDS", presenceFieldNames[:])
+	fmt.Fprintf(&b, "local NPRESENCE = %d\n", presenceFields)
+	strs, bools, ints, err := stubFields()
+	if err != nil {
+		return "", err
+	}
+	writeLuaList(&b, "STUB_STRINGS", strs)
+	writeLuaList(&b, "STUB_BOOLS", bools)
+	writeLuaList(&b, "STUB_INTS", ints)
+	return b.String(), nil
+}
+
+// stubFields sorts protocol.JobStub's JSON fields by the Lua type a valid
+// stored stub holds in each, so that a claim hands out only stubs Go
+// decodes as they were written.
+func stubFields() (strs, bools, ints []string, err error) {
+	t := reflect.TypeFor[protocol.JobStub]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch f.Type.Kind() {
+		case reflect.String:
+			strs = append(strs, name)
+		case reflect.Bool:
+			bools = append(bools, name)
+		case reflect.Int64:
+			ints = append(ints, name)
+		default:
+			// A field of another kind needs its own check in valid_stub.
+			return nil, nil, nil, fmt.Errorf("JobStub.%s is a %s, which valid_stub cannot check", f.Name, f.Type)
+		}
+	}
+	return strs, bools, ints, nil
+}
+
+func writeLuaList(b *strings.Builder, name string, items []string) {
+	quoted := make([]string, len(items))
+	for i, s := range items {
+		quoted[i] = luaString(s)
+	}
+	b.WriteString("local " + name + " = { " + strings.Join(quoted, ", ") + " }\n")
+}
+
+// luaString quotes a schema word. The words are plain (TestSchemaWords):
+// no quote, backslash or "--", which the loader would misread.
+func luaString(s string) string { return "'" + s + "'" }

@@ -1,0 +1,208 @@
+package valkey
+
+import (
+	"embed"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/byollm/relayd/store"
+)
+
+// The scripts live in lua/, one file per operation named by its store.Op,
+// beside common.lua, the helpers they share. Each is served whole: a
+// header that binds the keys it receives, the schema definitions and the
+// helpers of common.lua it uses, then the operation itself, so every rule
+// is written once and every operation is one atomic call.
+//
+// Every script receives the keys of scriptKeys, in that order and under
+// the store's hash-tagged prefix; a script that remembers its answer (see
+// remembers) receives one more key after them.
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// script is one operation ready to run.
+type script struct {
+	op store.Op
+	// source is the whole script: key header, definitions, operation.
+	source string
+	// readOnly scripts change nothing and run as EVALSHA_RO.
+	readOnly bool
+	// remembers marks a write whose effect depends on the clock (a stamp or
+	// an expiry). It takes a per-call request key after the fixed keys and
+	// keeps its answer there briefly, so that re-running the call with the
+	// same arguments returns the same answer and changes nothing.
+	remembers bool
+	run       *valkey.Lua
+}
+
+func isReadOnly(op store.Op) bool {
+	switch op {
+	case store.OpNow, store.OpJob, store.OpJobs, store.OpPending, store.OpResults, store.OpPresence, store.OpRunners:
+		return true
+	}
+	return false
+}
+
+func isRemembering(op store.Op) bool {
+	switch op {
+	case store.OpClaim, store.OpRenew, store.OpPair, store.OpTouch:
+		return true
+	}
+	return false
+}
+
+// scripted lists the operations that run a script: all but Ping, which
+// is the server's own PING.
+func scripted() []store.Op {
+	var out []store.Op
+	for _, op := range store.Ops() {
+		if op != store.OpPing {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// scriptKeys names the fixed keys every script receives as KEYS, in
+// order. The store prefixes each with its key prefix; common.lua
+// describes them.
+func scriptKeys() []string {
+	return []string{"job", "payload", "result", "order", "queue", "deadline", "window", "lease",
+		"awaiting", "finished", "cancels", "refusals", "seq", "clock", "presence", "paired"}
+}
+
+// loadScripts builds every operation's script.
+func loadScripts() (map[store.Op]*script, error) {
+	schema, err := schemaLua()
+	if err != nil {
+		return nil, fmt.Errorf("valkey store: schema: %w", err)
+	}
+	common, err := luaFiles.ReadFile("lua/common.lua")
+	if err != nil {
+		return nil, fmt.Errorf("valkey store: reading shared helpers: %w", err)
+	}
+	defs := append(splitHelpers(schema), splitHelpers(string(common))...)
+	out := map[store.Op]*script{}
+	for _, op := range scripted() {
+		sc, err := loadScript(op, defs)
+		if err != nil {
+			return nil, err
+		}
+		out[op] = sc
+	}
+	return out, nil
+}
+
+// loadScript builds one operation's script from its file and the shared
+// definitions defs.
+func loadScript(op store.Op, defs []helper) (*script, error) {
+	body, err := luaFiles.ReadFile("lua/" + string(op) + ".lua")
+	if err != nil || op == "common" {
+		return nil, fmt.Errorf("valkey store: no script for operation %q", op)
+	}
+	sc := &script{op: op, readOnly: isReadOnly(op), remembers: isRemembering(op)}
+	var b strings.Builder
+	b.WriteString("-- relayd script: " + string(op) + "\nlocal K = {\n")
+	keys := scriptKeys()
+	for i, k := range keys {
+		fmt.Fprintf(&b, "  %s = KEYS[%d],\n", k, i+1)
+	}
+	if sc.remembers {
+		fmt.Fprintf(&b, "  req = KEYS[%d],\n", len(keys)+1)
+	}
+	b.WriteString("}\n")
+	for _, d := range helpersFor(defs, string(body)) {
+		b.WriteString(d.text)
+	}
+	b.WriteString("\n-- operation: " + string(op) + "\n")
+	b.Write(body)
+	sc.source = b.String()
+	if sc.readOnly {
+		sc.run = valkey.NewLuaScriptReadOnly(sc.source)
+	} else {
+		// Retryable: every write script is safe to re-run with the same
+		// arguments, which is what a retry after a lost reply is.
+		sc.run = valkey.NewLuaScriptRetryable(sc.source)
+	}
+	return sc, nil
+}
+
+// A helper is one top-level definition (of the schema or common.lua) with the comment
+// above it.
+type helper struct {
+	names []string
+	text  string
+}
+
+var (
+	luaComment  = regexp.MustCompile(`--[^\n]*`)
+	topLevelDef = regexp.MustCompile(`^local (?:function ([A-Za-z_][A-Za-z0-9_]*)|([A-Za-z_][A-Za-z0-9_]*(?:, *[A-Za-z_][A-Za-z0-9_]*)*) *=)`)
+	identifier  = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+)
+
+// splitHelpers cuts Lua text into its top-level definitions, in order.
+// Lines before the first definition (the file's own comment) are dropped.
+func splitHelpers(common string) []helper {
+	var out []helper
+	var pending strings.Builder // comment and blank lines awaiting their definition
+	for _, line := range strings.SplitAfter(common, "\n") {
+		m := topLevelDef.FindStringSubmatch(line)
+		switch {
+		case m != nil:
+			names := []string{m[1]}
+			if m[1] == "" {
+				names = strings.Split(strings.ReplaceAll(m[2], " ", ""), ",")
+			}
+			out = append(out, helper{names: names, text: pending.String() + line})
+			pending.Reset()
+		case strings.HasPrefix(line, "--") || strings.TrimSpace(line) == "":
+			if len(out) > 0 || !strings.HasPrefix(line, "--") {
+				pending.WriteString(line)
+			}
+		case len(out) > 0:
+			// The body of the current definition; comments inside it were
+			// taken as pending and belong to it too.
+			out[len(out)-1].text += pending.String() + line
+			pending.Reset()
+		}
+	}
+	if len(out) > 0 {
+		out[len(out)-1].text += pending.String()
+	}
+	return out
+}
+
+// helpersFor returns the definitions of all that an operation uses,
+// directly or through other definitions, in their order in all (Lua
+// locals must be defined before use). A script that runs less code to set
+// itself up runs faster: every definition is executed on every call.
+func helpersFor(all []helper, body string) []helper {
+	defined := map[string]int{}
+	for i, h := range all {
+		for _, n := range h.names {
+			defined[n] = i
+		}
+	}
+	used := make([]bool, len(all))
+	var mark func(text string)
+	mark = func(text string) {
+		for _, id := range identifier.FindAllString(luaComment.ReplaceAllString(text, ""), -1) {
+			if i, ok := defined[id]; ok && !used[i] {
+				used[i] = true
+				mark(all[i].text)
+			}
+		}
+	}
+	mark(body)
+	var out []helper
+	for i, h := range all {
+		if used[i] {
+			out = append(out, h)
+		}
+	}
+	return out
+}
