@@ -14,13 +14,13 @@ import (
 
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
-	"github.com/byollm/relayd/store/valkey"
+	"github.com/byollm/relayd/store/backend"
 )
 
-// Store kinds.
+// Store kinds, as --store names them.
 const (
-	StoreMemory = "memory"
-	StoreValkey = "valkey"
+	StoreMemory = backend.Memory
+	StoreValkey = backend.Valkey
 )
 
 // Config is everything relayd can be told.
@@ -62,15 +62,7 @@ type Config struct {
 }
 
 // Valkey configures the Valkey store.
-type Valkey struct {
-	Addrs          []string
-	Username       string
-	Password       string
-	TLS            bool
-	SentinelMaster string
-	Cluster        bool
-	Prefix         string
-}
+type Valkey = backend.ValkeyOptions
 
 // Setting describes one flag and its environment twin.
 type Setting struct {
@@ -126,7 +118,7 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.BoolVar(&c.Valkey.TLS, "valkey-tls", false, "connect to Valkey over TLS")
 	fs.StringVar(&c.Valkey.SentinelMaster, "valkey-sentinel-master", "", "Sentinel master set name; the addresses are then sentinels")
 	fs.BoolVar(&c.Valkey.Cluster, "valkey-cluster", false, "the addresses are Valkey Cluster seed nodes")
-	fs.StringVar(&c.Valkey.Prefix, "valkey-prefix", valkey.DefaultPrefix, "key prefix for this relay's routing state; must hold a {hash tag}, and replicas sharing it share state")
+	fs.StringVar(&c.Valkey.Prefix, "valkey-prefix", backend.DefaultValkeyPrefix, "key prefix for this relay's routing state; must hold a {hash tag}, and replicas sharing it share state")
 	return fs
 }
 
@@ -215,8 +207,8 @@ func (c Config) Validate() error {
 		}
 		// The store's own rule, so the flag is refused here, at start, for
 		// exactly what the store would refuse.
-		if valkey.ValidatePrefix(c.Valkey.Prefix) != nil {
-			errs = append(errs, fmt.Errorf("--valkey-prefix %q needs a non-empty {hash tag}, as in the default %q", c.Valkey.Prefix, valkey.DefaultPrefix))
+		if backend.ValidateValkeyPrefix(c.Valkey.Prefix) != nil {
+			errs = append(errs, fmt.Errorf("--valkey-prefix %q needs a non-empty {hash tag}, as in the default %q", c.Valkey.Prefix, backend.DefaultValkeyPrefix))
 		}
 		if c.Valkey.Cluster && c.Valkey.SentinelMaster != "" {
 			errs = append(errs, errors.New("--valkey-cluster and --valkey-sentinel-master cannot both be set"))

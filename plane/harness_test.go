@@ -228,35 +228,21 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 }
 
 // limiterOn is a rate limiter kept where s keeps its state, on s's clock,
-// as relayd wires one: in s's Valkey under its prefix, so that replicas on
-// one Valkey share buckets, or in process on the memory store's clock.
-// Nil when rate is disabled.
+// as relayd wires one: each store offers the limiter that lives beside it
+// (in its Valkey under its prefix, so that replicas on one Valkey share
+// buckets; in process on the memory store's clock). Nil when rate is
+// disabled.
 func limiterOn(s store.RoutingStore, rate ratelimit.Rate) ratelimit.Limiter {
 	if !rate.Enabled() {
 		return nil
 	}
-	var l ratelimit.Limiter
-	var err error
-	if vs, ok := s.(*valkey.Store); ok {
-		l, err = ratelimit.NewValkey(vs.Client(), vs.Prefix(), rate)
-	} else {
-		l, err = ratelimit.NewMemory(rate, storeClock{s})
-	}
+	l, err := s.(interface {
+		Limiter(ratelimit.Rate) (ratelimit.Limiter, error)
+	}).Limiter(rate)
 	if err != nil {
 		panic(fmt.Sprintf("test rate %v: %v", rate, err))
 	}
 	return l
-}
-
-// storeClock reads a store's clock as a clock.Clock.
-type storeClock struct{ s store.RoutingStore }
-
-func (c storeClock) Now() time.Time {
-	ms, err := c.s.Now(context.Background())
-	if err != nil {
-		panic(fmt.Sprintf("reading the store clock: %v", err))
-	}
-	return time.UnixMilli(ms)
 }
 
 // replica starts another relay on store s, sharing this bundle's projection

@@ -218,7 +218,9 @@ func TestG26_LimiterThatCannotAnswerLetsRequestsThrough(t *testing.T) {
 			// A real Valkey limiter on a connection that is closed.
 			conn, err := vk.NewClient(vk.ClientOption{InitAddress: valkeytest.Shared(t).Addrs, ForceSingleClient: true, DisableCache: true})
 			require.NoError(t, err)
-			l, err := ratelimit.NewValkey(conn, vs.Prefix(), ratelimit.Rate{Every: time.Hour, Burst: 1})
+			closed, err := valkey.NewFromClient(conn, vs.Prefix())
+			require.NoError(t, err)
+			l, err := closed.Limiter(ratelimit.Rate{Every: time.Hour, Burst: 1})
 			require.NoError(t, err)
 			conn.Close()
 			limiters["closed valkey"] = l

@@ -29,7 +29,7 @@ func NewMemory(rate Rate, c clock.Clock) (*Memory, error) {
 		return nil, err
 	}
 	if !rate.Enabled() {
-		return nil, errDisabled
+		return nil, ErrDisabled
 	}
 	return &Memory{rate: rate, clock: c, full: map[string]time.Time{}}, nil
 }
@@ -37,7 +37,7 @@ func NewMemory(rate Rate, c clock.Clock) (*Memory, error) {
 // Allow implements Limiter.
 func (m *Memory) Allow(_ context.Context, key string) (Decision, error) {
 	if key == "" {
-		return Decision{}, errEmptyKey
+		return Decision{}, ErrEmptyKey
 	}
 	now := m.clock.Now()
 	m.mu.Lock()

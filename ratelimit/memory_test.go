@@ -28,7 +28,7 @@ func TestMemoryForgetsBucketsThatAreFullAgain(t *testing.T) {
 
 func TestNewMemoryRefusesARateThatCannotBeKept(t *testing.T) {
 	_, err := NewMemory(Rate{}, clock.System{})
-	require.ErrorIs(t, err, errDisabled)
+	require.ErrorIs(t, err, ErrDisabled)
 	_, err = NewMemory(Rate{Every: time.Second}, clock.System{})
 	require.ErrorContains(t, err, "burst 0")
 	_, err = NewMemory(Rate{Every: time.Nanosecond, Burst: 1}, clock.System{})

@@ -12,9 +12,11 @@
 // token bucket written the way the generic cell rate algorithm writes it.
 //
 // Memory keeps the buckets in process, for a relay on the memory store.
-// Valkey keeps them in Valkey and decides each request in one Lua script
-// on Valkey's clock, so that every replica sharing the server shares each
-// caller's bucket.
+// The Valkey store's Limiter (store/valkey) keeps them in Valkey beside the
+// routing state and decides each request in one Lua script on Valkey's
+// clock, so that every replica sharing the server shares each caller's
+// bucket. Each store offers the limiter that lives beside it; package
+// store/backend opens the two together.
 package ratelimit
 
 import (
@@ -126,9 +128,9 @@ func FormatEvery(every time.Duration) string {
 }
 
 var (
-	// errEmptyKey refuses a request without a caller to charge.
-	errEmptyKey = errors.New("ratelimit: empty key")
-	// errDisabled refuses to build a limiter that limits nothing: a relay
+	// ErrEmptyKey refuses a request without a caller to charge.
+	ErrEmptyKey = errors.New("ratelimit: empty key")
+	// ErrDisabled refuses to build a limiter that limits nothing: a relay
 	// without a limit has no limiter at all.
-	errDisabled = errors.New("ratelimit: the rate is disabled (Every is zero)")
+	ErrDisabled = errors.New("ratelimit: the rate is disabled (Every is zero)")
 )

@@ -1,4 +1,4 @@
-// Package server runs relayd: it opens the store and the projection, serves
+// Package server runs relayd: it opens the backend and the projection, serves
 // the public and admin listeners, sweeps in the background, reloads the
 // fixture on SIGHUP and drains on shutdown.
 package server
@@ -20,7 +20,7 @@ import (
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
-	"github.com/byollm/relayd/store/memory"
+	"github.com/byollm/relayd/store/backend"
 )
 
 // Hooks lets the caller observe a running server; tests use it to learn the
@@ -39,11 +39,14 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if cfg.TestClockOffset != 0 {
 		logger.Warn("TEST ONLY: this replica's clock is shifted", slog.Duration("offset", cfg.TestClockOffset))
 	}
-	raw, err := OpenStore(ctx, cfg, logger)
+	b, err := backend.Open(ctx, backend.Options{
+		Kind: cfg.Store, Valkey: cfg.Valkey, Clock: LocalClock(cfg),
+		RateLimit: cfg.RateLimit, SiteRateLimit: cfg.SiteRateLimit, Logger: logger,
+	})
 	if err != nil {
 		return err
 	}
-	st := m.InstrumentStore(raw)
+	st := m.InstrumentStore(b.Store)
 	defer func() {
 		if err := st.Close(); err != nil {
 			logger.Error("closing the store", slog.String("error", err.Error()))
@@ -62,16 +65,12 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		logger.Warn("the fixture does not register this relay's site; pairing and the site plane will refuse everyone", slog.String("site_id", cfg.SiteID))
 	}
 
-	limiter, siteLimiter, err := newLimiters(cfg, raw)
-	if err != nil {
-		return err
-	}
 	relay := plane.New(plane.Config{
 		SiteID: cfg.SiteID, BasePath: cfg.BasePath, LeaseMs: cfg.LeaseMs, Store: st,
 		Projection: src.Current, Clock: LocalClock(cfg), Logger: logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
-		RateLimit: limiter, SiteRateLimit: siteLimiter, TrustForwardedFor: cfg.TrustForwardedFor,
+		RateLimit: b.RateLimit, SiteRateLimit: b.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
@@ -142,17 +141,6 @@ func LocalClock(cfg config.Config) clock.Clock {
 		return clock.System{}
 	}
 	return clock.Offset{Base: clock.System{}, Delta: cfg.TestClockOffset}
-}
-
-// OpenStore builds the routing store the configuration names.
-func OpenStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (store.RoutingStore, error) {
-	switch cfg.Store {
-	case config.StoreMemory:
-		return memory.New(LocalClock(cfg)), nil
-	case config.StoreValkey:
-		return openValkey(ctx, cfg.Valkey, logger)
-	}
-	return nil, fmt.Errorf("unknown store %q", cfg.Store)
 }
 
 // newHTTPServer serves h with the configured header limits: a client

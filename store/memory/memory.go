@@ -14,6 +14,7 @@ import (
 
 	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
 )
 
@@ -72,6 +73,18 @@ func (s *Store) now() int64 { return clock.UnixMilli(s.clock) }
 
 // Now reads the store clock.
 func (s *Store) Now(context.Context) (int64, error) { return s.now(), nil }
+
+// Limiter returns an in-process limiter of rate on the store's clock: a
+// relay on the memory store is one replica, so its buckets need no
+// sharing. The clock only measures waits, so a shifted test clock changes
+// nothing a caller sees.
+func (s *Store) Limiter(rate ratelimit.Rate) (ratelimit.Limiter, error) {
+	l, err := ratelimit.NewMemory(rate, s.clock)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
 
 // Ping always succeeds: the store is in this process.
 func (s *Store) Ping(context.Context) error { return nil }

@@ -77,9 +77,9 @@ func ClockKey(prefix string) string { return prefix + "clock" }
 // Prefix returns the store's key prefix.
 func (s *Store) Prefix() string { return s.prefix }
 
-// Client returns the store's client, so that other state kept beside the
-// routing state (the rate limiter's buckets) can share its connections.
-// Whoever owns the store's client still owns it; do not close it.
+// Client returns the store's client, so that tools measuring the server
+// beside the store (the benchmarks) can share its connections. Whoever
+// owns the store's client still owns it; do not close it.
 func (s *Store) Client() valkey.Client { return s.client }
 
 // newCall builds a call of op with the fixed keys, plus a fresh request key

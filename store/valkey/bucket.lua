@@ -1,6 +1,6 @@
 -- bucket: take one token from a caller's bucket, or say how long to wait.
 -- KEYS[1]: the bucket, holding the instant (microseconds) it is full again.
--- KEYS[2]: the store's test clock lever (see store/valkey/lua/common.lua); absent
+-- KEYS[2]: the store's test clock lever (see lua/common.lua); absent
 --          in production, where the clock is TIME alone.
 -- ARGV[1]: microseconds between two tokens; ARGV[2]: tokens when full.
 -- Reply: {1, 0} when a token was taken, {0, microseconds to wait} when not.

@@ -1,4 +1,4 @@
-package ratelimit_test
+package valkey_test
 
 import (
 	"testing"
@@ -9,8 +9,32 @@ import (
 
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/ratelimit"
+	"github.com/byollm/relayd/ratelimit/limitertest"
 	"github.com/byollm/relayd/store/valkey"
 )
+
+// limiterOn builds a limiter of rate on a store under prefix on client.
+func limiterOn(t *testing.T, client vk.Client, prefix string, rate ratelimit.Rate) (*valkey.Store, ratelimit.Limiter) {
+	t.Helper()
+	st, err := valkey.NewFromClient(client, prefix)
+	require.NoError(t, err)
+	l, err := st.Limiter(rate)
+	require.NoError(t, err)
+	return st, l
+}
+
+// TestLimiterContract runs the limiter suite on a real server, each case
+// under a prefix of its own, with the store's clock lever pinned so that
+// waits are exact: the limiter reads the same clock the routing store does.
+func TestLimiterContract(t *testing.T) {
+	srv := valkeytest.Shared(t)
+	client := srv.Client(t)
+	limitertest.Run(t, func(t *testing.T, rate ratelimit.Rate) (ratelimit.Limiter, func(time.Duration)) {
+		st, l := limiterOn(t, client, valkeytest.Prefix(t), rate)
+		require.NoError(t, st.PinClockForTest(t.Context()))
+		return l, func(d time.Duration) { require.NoError(t, st.AdvanceClockForTest(t.Context(), d)) }
+	})
+}
 
 // An idle bucket must not stay behind: its key expires when the bucket
 // would be full again, and a refusal writes nothing.
@@ -18,9 +42,8 @@ func TestValkeyBucketExpiresWhenFullAgain(t *testing.T) {
 	srv := valkeytest.Shared(t)
 	client := srv.Client(t)
 	prefix := valkeytest.Prefix(t)
-	l, err := ratelimit.NewValkey(client, prefix, ratelimit.Rate{Every: time.Second, Burst: 3})
-	require.NoError(t, err)
-	key := ratelimit.Key(prefix, "runner:a")
+	_, l := limiterOn(t, client, prefix, ratelimit.Rate{Every: time.Second, Burst: 3})
+	key := valkey.BucketKey(prefix, "runner:a")
 
 	pttl := func() int64 {
 		ms, err := client.Do(t.Context(), client.B().Pttl().Key(key).Build()).AsInt64()
@@ -49,8 +72,7 @@ func TestValkeyBucketExpiresWhenFullAgain(t *testing.T) {
 // On Valkey's running TIME (no lever), waits are real and shrink.
 func TestValkeyOnTheRunningClock(t *testing.T) {
 	srv := valkeytest.Shared(t)
-	l, err := ratelimit.NewValkey(srv.Client(t), valkeytest.Prefix(t), ratelimit.Rate{Every: 50 * time.Millisecond, Burst: 1})
-	require.NoError(t, err)
+	_, l := limiterOn(t, srv.Client(t), valkeytest.Prefix(t), ratelimit.Rate{Every: 50 * time.Millisecond, Burst: 1})
 	d, err := l.Allow(t.Context(), "k")
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
@@ -73,11 +95,8 @@ func TestValkeyOnACluster(t *testing.T) {
 	}
 	srv := valkeytest.StartCluster(t)
 	client := srv.Client(t)
-	st, err := valkey.NewFromClient(client, valkeytest.Prefix(t))
-	require.NoError(t, err)
+	st, l := limiterOn(t, client, valkeytest.Prefix(t), ratelimit.Rate{Every: time.Second, Burst: 1})
 	require.NoError(t, st.PinClockForTest(t.Context()))
-	l, err := ratelimit.NewValkey(client, st.Prefix(), ratelimit.Rate{Every: time.Second, Burst: 1})
-	require.NoError(t, err)
 	for _, key := range []string{"runner:a", "site:b", "addr:192.0.2.7"} {
 		d, err := l.Allow(t.Context(), key)
 		require.NoError(t, err)
@@ -92,14 +111,24 @@ func TestValkeyThatCannotAnswerIsAnError(t *testing.T) {
 	srv := valkeytest.Shared(t)
 	client, err := vk.NewClient(vk.ClientOption{InitAddress: srv.Addrs, ForceSingleClient: true, DisableCache: true})
 	require.NoError(t, err)
-	l, err := ratelimit.NewValkey(client, valkeytest.Prefix(t), ratelimit.Rate{Every: time.Second, Burst: 1})
-	require.NoError(t, err)
+	_, l := limiterOn(t, client, valkeytest.Prefix(t), ratelimit.Rate{Every: time.Second, Burst: 1})
 	client.Close()
 	_, err = l.Allow(t.Context(), "k")
 	require.ErrorContains(t, err, "ratelimit: valkey")
 }
 
-func TestNewValkeyRefusesAPrefixWithoutAHashTag(t *testing.T) {
-	_, err := ratelimit.NewValkey(nil, "relayd:", ratelimit.Rate{Every: time.Second, Burst: 1})
+// A limiter's keys carry its store's prefix, so a prefix without a hash
+// tag, which the store refuses, can hold no bucket either.
+func TestLimiterNeedsAPrefixWithAHashTag(t *testing.T) {
+	_, err := valkey.NewFromClient(nil, "relayd:")
 	require.ErrorContains(t, err, "hash tag")
+}
+
+func TestLimiterRefusesARateThatCannotBeKept(t *testing.T) {
+	st, err := valkey.NewFromClient(nil, valkeytest.Prefix(t))
+	require.NoError(t, err)
+	_, err = st.Limiter(ratelimit.Rate{})
+	require.ErrorIs(t, err, ratelimit.ErrDisabled)
+	_, err = st.Limiter(ratelimit.Rate{Every: time.Second})
+	require.ErrorContains(t, err, "burst 0")
 }

@@ -1,0 +1,136 @@
+// Package backend opens the backend relayd is configured with: the routing
+// store and the rate limiters that keep their buckets beside it. The choice
+// of store is made here and nowhere else, so no caller asks which store it
+// was given, and no package but this one opens the Valkey store.
+package backend
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+
+	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/ratelimit"
+	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/memory"
+	"github.com/byollm/relayd/store/valkey"
+)
+
+// Store kinds.
+const (
+	// Memory keeps all routing state in this process: one replica.
+	Memory = "memory"
+	// Valkey keeps it in Valkey, shared by every replica on one prefix.
+	Valkey = "valkey"
+)
+
+// DefaultValkeyPrefix is the Valkey key prefix when none is configured.
+const DefaultValkeyPrefix = valkey.DefaultPrefix
+
+// ValidateValkeyPrefix applies the Valkey store's own rule for a key
+// prefix (it must carry a hash tag), so configuration can refuse at start
+// exactly what the store would refuse.
+func ValidateValkeyPrefix(prefix string) error { return valkey.ValidatePrefix(prefix) }
+
+// ValkeyOptions says how to reach Valkey.
+type ValkeyOptions struct {
+	Addrs          []string
+	Username       string
+	Password       string
+	TLS            bool
+	SentinelMaster string
+	Cluster        bool
+	Prefix         string
+}
+
+// Options chooses and configures the backend.
+type Options struct {
+	// Kind is Memory or Valkey.
+	Kind   string
+	Valkey ValkeyOptions
+	// Clock is the memory store's clock (and its limiters'); Valkey's
+	// clock is TIME.
+	Clock clock.Clock
+	// RateLimit and SiteRateLimit shape the two limiters; a disabled rate
+	// gives no limiter.
+	RateLimit     ratelimit.Rate
+	SiteRateLimit ratelimit.Rate
+	Logger        *slog.Logger
+}
+
+// Backend is an open store with its limiters. Closing the store releases
+// everything, the limiters' connections included.
+type Backend struct {
+	Store store.RoutingStore
+	// RateLimit and SiteRateLimit are nil when their rate is disabled, and
+	// then limit nothing.
+	RateLimit     ratelimit.Limiter
+	SiteRateLimit ratelimit.Limiter
+}
+
+// Open opens the configured store and builds its limiters where it keeps
+// its state: in process for the memory store; in Valkey, on its clock, for
+// the Valkey store, so that every replica charges one bucket per caller.
+func Open(ctx context.Context, o Options) (Backend, error) {
+	switch o.Kind {
+	case Memory:
+		st := memory.New(o.Clock)
+		return withLimiters(st, st.Limiter, o)
+	case Valkey:
+		st, err := openValkey(ctx, o.Valkey, o.Logger)
+		if err != nil {
+			return Backend{}, err
+		}
+		b, err := withLimiters(st, st.Limiter, o)
+		if err != nil {
+			_ = st.Close()
+		}
+		return b, err
+	}
+	return Backend{}, fmt.Errorf("unknown store %q", o.Kind)
+}
+
+// withLimiters completes a backend on st with limiters from build.
+func withLimiters(st store.RoutingStore, build func(ratelimit.Rate) (ratelimit.Limiter, error), o Options) (Backend, error) {
+	b := Backend{Store: st}
+	var err error
+	if b.RateLimit, err = limiter(o.RateLimit, build); err != nil {
+		return Backend{}, fmt.Errorf("rate limit: %w", err)
+	}
+	if b.SiteRateLimit, err = limiter(o.SiteRateLimit, build); err != nil {
+		return Backend{}, fmt.Errorf("site rate limit: %w", err)
+	}
+	return b, nil
+}
+
+// limiter builds a limiter of rate, or none when the rate is disabled.
+func limiter(rate ratelimit.Rate, build func(ratelimit.Rate) (ratelimit.Limiter, error)) (ratelimit.Limiter, error) {
+	if !rate.Enabled() {
+		return nil, nil
+	}
+	return build(rate)
+}
+
+// openValkey connects to Valkey and loads the scripts. A Valkey that does
+// not answer at start fails the start with a clear error, which a process
+// supervisor retries; an outage after start is answered with 503s and the
+// relay recovers by itself when the server returns.
+func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger) (*valkey.Store, error) {
+	opts := valkey.Options{
+		Addrs: c.Addrs, Username: c.Username, Password: c.Password,
+		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, KeyPrefix: c.Prefix,
+	}
+	if c.TLS {
+		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	st, err := valkey.New(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open valkey store: %w", err)
+	}
+	if logger != nil {
+		logger.Info("valkey store", slog.Any("addrs", c.Addrs), slog.Bool("cluster", c.Cluster),
+			slog.String("sentinel_master", c.SentinelMaster), slog.String("prefix", c.Prefix))
+	}
+	return st, nil
+}
