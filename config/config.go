@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store/backend"
@@ -83,15 +84,15 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.Listen, "listen", ":8080", "public listen address (the protocol)")
 	fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9090", "admin listen address (/healthz, /readyz, /metrics, /debug); keep it private")
 	fs.StringVar(&c.Fixture, "fixture", "", "path of the projection fixture (JSON); required")
-	fs.DurationVar(&c.FixturePoll, "fixture-poll", 5*time.Second, "how often to re-read the fixture in case a file-system event was missed")
+	fs.DurationVar(&c.FixturePoll, "fixture-poll", projection.DefaultPollInterval, "how often to re-read the fixture in case a file-system event was missed")
 	fs.StringVar(&c.SiteID, "site-id", "", "the site this relay routes for; required")
-	fs.StringVar(&c.BasePath, "base-path", "/byollm", "path prefix of the daemon plane")
-	fs.Int64Var(&c.LeaseMs, "lease-ms", 60_000, "lease length in milliseconds")
+	fs.StringVar(&c.BasePath, "base-path", protocol.DefaultBasePath, "path prefix of the daemon plane")
+	fs.Int64Var(&c.LeaseMs, "lease-ms", protocol.DefaultLeaseMs, "lease length in milliseconds")
 	fs.StringVar(&c.Store, "store", StoreMemory, "routing store: memory (single replica) or valkey (many replicas)")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 5*time.Second, "how often this replica sweeps passed deadlines in the background (0 disables)")
 	fs.BoolVar(&c.PublicDebug, "public-debug", false, "also serve the debug page on the public listener (never in production)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's /debug/pprof/ profiles on the admin listener")
-	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 8<<20, "largest request body accepted; larger ones get 413")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", protocol.DefaultMaxBodyBytes, "largest request body accepted; larger ones get 413")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted, on both listeners")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers, on both listeners")
 	fs.IntVar(&c.MaxListItems, "max-list-items", protocol.DefaultMaxListItems, "most items in a request's capabilities, activeLeases or leases list; more get 400")

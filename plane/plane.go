@@ -23,12 +23,6 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// DefaultMaxBodyBytes caps request bodies unless configured otherwise.
-const DefaultMaxBodyBytes = 8 << 20
-
-// DefaultBasePath is where the daemon plane lives unless configured otherwise.
-const DefaultBasePath = "/byollm"
-
 // Config is what a relay needs to serve.
 type Config struct {
 	// SiteID is the one site this relay routes for.
@@ -92,11 +86,11 @@ func New(cfg Config) *Relay {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+		cfg.MaxBodyBytes = protocol.DefaultMaxBodyBytes
 	}
 	base := cfg.BasePath
 	if base == "" {
-		base = DefaultBasePath
+		base = protocol.DefaultBasePath
 	}
 	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/"), decoder: protocol.NewDecoder(cfg.Limits)}
 	r.public = newEcho(cfg.Logger, observer{started: cfg.RequestStarted, answered: cfg.ObserveRequest})

@@ -20,6 +20,15 @@ const (
 	MaxClaim = 64
 )
 
+// Defaults a relay serves with unless configured otherwise.
+const (
+	// DefaultBasePath is where the daemon plane lives, and where daemons
+	// call it.
+	DefaultBasePath = "/byollm"
+	// DefaultMaxBodyBytes caps a request body; larger ones get 413.
+	DefaultMaxBodyBytes = 8 << 20
+)
+
 // Job kinds.
 const (
 	KindGenerate = "llm.generate"
