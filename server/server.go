@@ -52,19 +52,10 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 			logger.Error("closing the store", slog.String("error", err.Error()))
 		}
 	}()
-
-	src, err := projection.Open(ctx, projection.Options{Path: cfg.Fixture, Logger: logger, PollInterval: cfg.FixturePoll})
+	src, err := openProjection(ctx, cfg, m, logger)
 	if err != nil {
-		return fmt.Errorf("load fixture: %w", err)
+		return err
 	}
-	m.WatchProjection(func() (uint64, uint64) {
-		status := src.Status()
-		return status.Reloads, status.Failures
-	})
-	if _, ok := src.Current().SiteFor(cfg.SiteID); !ok {
-		logger.Warn("the fixture does not register this relay's site; pairing and the site plane will refuse everyone", slog.String("site_id", cfg.SiteID))
-	}
-
 	relay := plane.New(plane.Config{
 		SiteID: cfg.SiteID, BasePath: cfg.BasePath, LeaseMs: cfg.LeaseMs, Store: st,
 		Projection: src.Current, Clock: LocalClock(cfg), Logger: logger,
@@ -77,15 +68,9 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if cfg.Pprof {
 		admin.Mount("/debug/pprof/*", profiles())
 	}
-
-	publicLn, err := net.Listen("tcp", cfg.Listen)
+	publicLn, adminLn, err := listen(cfg)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	adminLn, err := net.Listen("tcp", cfg.AdminListen)
-	if err != nil {
-		publicLn.Close()
-		return fmt.Errorf("admin listen on %s: %w", cfg.AdminListen, err)
+		return err
 	}
 	publicSrv := newHTTPServer(cfg, relay.Handler(), logger)
 	adminSrv := newHTTPServer(cfg, admin.Handler(), logger)
@@ -116,9 +101,44 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	case serveErr = <-errs:
 		logger.Error("a listener failed", slog.String("error", serveErr.Error()))
 	}
+	drain(ctx, cfg, admin, publicSrv, adminSrv, stopBackground, logger)
+	return serveErr
+}
 
-	// Fail readiness before refusing connections, so a load balancer moves
-	// new work elsewhere while what is in flight completes.
+// openProjection loads the fixture and exports its reload counters.
+func openProjection(ctx context.Context, cfg config.Config, m *metrics.Metrics, logger *slog.Logger) (*projection.Source, error) {
+	src, err := projection.Open(ctx, projection.Options{Path: cfg.Fixture, Logger: logger, PollInterval: cfg.FixturePoll})
+	if err != nil {
+		return nil, fmt.Errorf("load fixture: %w", err)
+	}
+	m.WatchProjection(func() (uint64, uint64) {
+		status := src.Status()
+		return status.Reloads, status.Failures
+	})
+	if _, ok := src.Current().SiteFor(cfg.SiteID); !ok {
+		logger.Warn("the fixture does not register this relay's site; pairing and the site plane will refuse everyone", slog.String("site_id", cfg.SiteID))
+	}
+	return src, nil
+}
+
+// listen binds the public and the admin listener.
+func listen(cfg config.Config) (public, admin net.Listener, err error) {
+	public, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	admin, err = net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		public.Close()
+		return nil, nil, fmt.Errorf("admin listen on %s: %w", cfg.AdminListen, err)
+	}
+	return public, admin, nil
+}
+
+// drain fails readiness before refusing connections, so a load balancer
+// moves new work elsewhere while what is in flight completes; then it stops
+// the background work and the admin listener.
+func drain(ctx context.Context, cfg config.Config, admin *plane.Admin, publicSrv, adminSrv *http.Server, stopBackground func(), logger *slog.Logger) {
 	admin.Drain()
 	logger.Info("draining", slog.Duration("timeout", cfg.ShutdownTimeout))
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
@@ -131,7 +151,6 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		logger.Error("admin listener shutdown", slog.String("error", err.Error()))
 	}
 	logger.Info("stopped")
-	return serveErr
 }
 
 // LocalClock is this process's own clock: the system clock, shifted by the

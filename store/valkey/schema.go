@@ -88,9 +88,7 @@ func schemaLua() (string, error) {
 		b.WriteString("local " + luaName("REFUSED", string(c)) + " = " + luaString(string(c)) + "\n")
 	}
 	writeLuaList(&b, "FIELDS", jobFieldNames[:])
-	fmt.Fprintf(&b, "local NFIELDS = %d\n", jobFields)
 	writeLuaList(&b, "PRESENCE_FIELDS", presenceFieldNames[:])
-	fmt.Fprintf(&b, "local NPRESENCE = %d\n", presenceFields)
 	strs, bools, ints, err := stubFields()
 	if err != nil {
 		return "", err

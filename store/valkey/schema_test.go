@@ -66,7 +66,7 @@ func TestSchemaDefinitionsArePruned(t *testing.T) {
 		t.Error("touch carries the job schema or lacks the presence schema")
 	}
 	claim := loadForTest(t, store.OpClaim).source
-	for _, def := range []string{"local FORMAT = '" + recordFormat + "'", "local NFIELDS = ", "local STATE_AWAITING_PAYLOAD = 'awaiting-payload'", "local STUB_INTS = { 'deadlineAt' }"} {
+	for _, def := range []string{"local FORMAT = '" + recordFormat + "'", "local FIELDS = { 'v', 'site', ", "local STATE_AWAITING_PAYLOAD = 'awaiting-payload'", "local STUB_INTS = { 'deadlineAt' }"} {
 		if !strings.Contains(claim, def) {
 			t.Errorf("claim lacks %q", def)
 		}

@@ -1,7 +1,7 @@
 -- Shared helpers for every relayd script. The Go loader (scripts.go) puts
 -- a generated header binding KEYS to the table K first, then the schema
 -- definitions generated from schema.go (FORMAT, REQ_TTL_MS, STATE_*,
--- REFUSED_*, FIELDS and NFIELDS, PRESENCE_FIELDS and NPRESENCE, STUB_*)
+-- REFUSED_*, FIELDS, PRESENCE_FIELDS, STUB_*)
 -- and the top-level definitions below that the operation uses (directly or
 -- through each other, in this order), then the operation's own file, so
 -- each rule below exists once and a call runs no definition it does not
@@ -120,25 +120,47 @@ local function lex_range(prefix)
   return '[' .. prefix, '(' .. string.sub(prefix, 1, -2) .. '}'
 end
 
--- Job records hold FIELDS in order; fields past NFIELDS are the refusing
--- runners.
 local function is_int(s)
   return type(s) == 'string' and string.find(s, '^%-?%d+$') ~= nil
 end
 
--- decode_job returns the record, or nil when it is unreadable or of a format
--- this code does not know: such a record is never acted on but by its
--- deadline.
-local function decode_job(raw)
+-- read_record splits a record whose fields are named by names (the format
+-- first) into a table by those names, and returns the raw fields too; nil
+-- when it is not a record of this format.
+local function read_record(raw, names)
   local f = unframe(raw)
-  if not f or #f < NFIELDS or f[1] ~= FORMAT then
+  if not f or #f < #names or f[1] ~= FORMAT then
     return nil
   end
-  local rec = { refused = {} }
-  for i = 2, NFIELDS do
-    rec[FIELDS[i]] = f[i]
+  local rec = {}
+  for i = 2, #names do
+    rec[names[i]] = f[i]
   end
-  for i = NFIELDS + 1, #f do
+  return rec, f
+end
+
+-- write_record frames rec's fields named by names, then the list extra.
+local function write_record(rec, names, extra)
+  local f = { FORMAT }
+  for i = 2, #names do
+    f[i] = rec[names[i]]
+  end
+  for i = 1, #extra do
+    f[#names + i] = extra[i]
+  end
+  return frame(f)
+end
+
+-- decode_job returns the record, or nil when it is unreadable or of a format
+-- this code does not know: such a record is never acted on but by its
+-- deadline. Job records hold FIELDS, then the refusing runners.
+local function decode_job(raw)
+  local rec, f = read_record(raw, FIELDS)
+  if not rec then
+    return nil
+  end
+  rec.refused = {}
+  for i = #FIELDS + 1, #f do
     rec.refused[#rec.refused + 1] = f[i]
   end
   if not is_int(rec.seq) or not is_int(rec.deadline) then
@@ -151,14 +173,7 @@ local function decode_job(raw)
 end
 
 local function encode_job(rec)
-  local f = { FORMAT }
-  for i = 2, NFIELDS do
-    f[i] = rec[FIELDS[i]]
-  end
-  for i = 1, #rec.refused do
-    f[NFIELDS + i] = rec.refused[i]
-  end
-  return frame(f)
+  return write_record(rec, FIELDS, rec.refused)
 end
 
 local function save(id, rec)
@@ -419,29 +434,18 @@ local function remember(answer)
   return answer
 end
 
--- Presence records hold PRESENCE_FIELDS in order: format, owner, device
--- JSON, lastSeenAt.
+-- Presence records hold PRESENCE_FIELDS: format, owner, device JSON,
+-- lastSeenAt.
 local function decode_presence(raw)
-  local f = unframe(raw)
-  if not f or #f < NPRESENCE or f[1] ~= FORMAT then
-    return nil
-  end
-  local p = {}
-  for i = 2, NPRESENCE do
-    p[PRESENCE_FIELDS[i]] = f[i]
-  end
-  if not is_int(p.seen) then
+  local p = read_record(raw, PRESENCE_FIELDS)
+  if not p or not is_int(p.seen) then
     return nil
   end
   return p
 end
 
 local function encode_presence(p)
-  local f = { FORMAT }
-  for i = 2, NPRESENCE do
-    f[i] = p[PRESENCE_FIELDS[i]]
-  end
-  return frame(f)
+  return write_record(p, PRESENCE_FIELDS, {})
 end
 
 -- stamp_presence sets a paired runner's last-seen time to now and says
