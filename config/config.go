@@ -176,23 +176,20 @@ func (c Config) Validate() error {
 	if c.SiteID == "" {
 		errs = append(errs, errors.New("a site id is required (--site-id or RELAYD_SITE_ID)"))
 	}
-	if c.LeaseMs <= 0 {
-		errs = append(errs, errors.New("--lease-ms must be positive"))
-	}
-	if c.MaxBodyBytes <= 0 {
-		errs = append(errs, errors.New("--max-body-bytes must be positive"))
-	}
-	if c.MaxHeaderBytes <= 0 {
-		errs = append(errs, errors.New("--max-header-bytes must be positive"))
-	}
-	if c.ReadHeaderTimeout <= 0 {
-		errs = append(errs, errors.New("--read-header-timeout must be positive"))
-	}
-	if c.MaxListItems <= 0 {
-		errs = append(errs, errors.New("--max-list-items must be positive"))
-	}
-	if c.MaxCiphertextBytes <= 0 {
-		errs = append(errs, errors.New("--max-ciphertext-bytes must be positive"))
+	for _, p := range []struct {
+		flag     string
+		positive bool
+	}{
+		{"lease-ms", c.LeaseMs > 0},
+		{"max-body-bytes", c.MaxBodyBytes > 0},
+		{"max-header-bytes", c.MaxHeaderBytes > 0},
+		{"read-header-timeout", c.ReadHeaderTimeout > 0},
+		{"max-list-items", c.MaxListItems > 0},
+		{"max-ciphertext-bytes", c.MaxCiphertextBytes > 0},
+	} {
+		if !p.positive {
+			errs = append(errs, fmt.Errorf("--%s must be positive", p.flag))
+		}
 	}
 	if err := c.RateLimit.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--rate-limit and --rate-burst: %w", err))

@@ -10,7 +10,7 @@ import (
 
 // InstrumentStore wraps st so that every operation's latency is observed,
 // failures (not refusals) are counted, and grants, renewals, losses and
-// sweeps move their counters.
+// sweeps move their counters. Each operation is labelled with its store.Op.
 func (m *Metrics) InstrumentStore(st store.RoutingStore) store.RoutingStore {
 	return &instrumented{next: st, m: m}
 }
@@ -28,148 +28,109 @@ func (i *instrumented) observe(op store.Op, start time.Time, err error) {
 	}
 }
 
-func (i *instrumented) Now(ctx context.Context) (now int64, err error) {
+// timed runs one operation and observes it as op.
+func timed[T any](i *instrumented, op store.Op, call func() (T, error)) (T, error) {
 	start := time.Now()
-	now, err = i.next.Now(ctx)
-	i.observe(store.OpNow, start, err)
-	return now, err
+	v, err := call()
+	i.observe(op, start, err)
+	return v, err
 }
 
-func (i *instrumented) Enqueue(ctx context.Context, in store.EnqueueInput) (res store.EnqueueResult, err error) {
+// lookup runs one operation that may find nothing and observes it as op.
+func lookup[T any](i *instrumented, op store.Op, call func() (T, bool, error)) (T, bool, error) {
 	start := time.Now()
-	res, err = i.next.Enqueue(ctx, in)
-	i.observe(store.OpEnqueue, start, err)
-	return res, err
+	v, ok, err := call()
+	i.observe(op, start, err)
+	return v, ok, err
 }
 
-func (i *instrumented) Claim(ctx context.Context, in store.ClaimInput) (jobs []protocol.ClaimedStub, err error) {
-	start := time.Now()
-	jobs, err = i.next.Claim(ctx, in)
-	i.observe(store.OpClaim, start, err)
+func (i *instrumented) Now(ctx context.Context) (int64, error) {
+	return timed(i, store.OpNow, func() (int64, error) { return i.next.Now(ctx) })
+}
+
+func (i *instrumented) Enqueue(ctx context.Context, in store.EnqueueInput) (store.EnqueueResult, error) {
+	return timed(i, store.OpEnqueue, func() (store.EnqueueResult, error) { return i.next.Enqueue(ctx, in) })
+}
+
+func (i *instrumented) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
+	jobs, err := timed(i, store.OpClaim, func() ([]protocol.ClaimedStub, error) { return i.next.Claim(ctx, in) })
 	i.m.claimsGranted.Add(float64(len(jobs)))
 	return jobs, err
 }
 
-func (i *instrumented) Fetch(ctx context.Context, in store.LeaseInput) (env protocol.SealedEnvelope, err error) {
-	start := time.Now()
-	env, err = i.next.Fetch(ctx, in)
-	i.observe(store.OpFetch, start, err)
-	return env, err
+func (i *instrumented) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
+	return timed(i, store.OpFetch, func() (protocol.SealedEnvelope, error) { return i.next.Fetch(ctx, in) })
 }
 
-func (i *instrumented) Result(ctx context.Context, in store.ResultInput) (res store.ResultOutcome, err error) {
-	start := time.Now()
-	res, err = i.next.Result(ctx, in)
-	i.observe(store.OpResult, start, err)
-	return res, err
+func (i *instrumented) Result(ctx context.Context, in store.ResultInput) (store.ResultOutcome, error) {
+	return timed(i, store.OpResult, func() (store.ResultOutcome, error) { return i.next.Result(ctx, in) })
 }
 
-func (i *instrumented) Release(ctx context.Context, in store.ReleaseInput) (ids []string, err error) {
-	start := time.Now()
-	ids, err = i.next.Release(ctx, in)
-	i.observe(store.OpRelease, start, err)
-	return ids, err
+func (i *instrumented) Release(ctx context.Context, in store.ReleaseInput) ([]string, error) {
+	return timed(i, store.OpRelease, func() ([]string, error) { return i.next.Release(ctx, in) })
 }
 
-func (i *instrumented) Payload(ctx context.Context, in store.PayloadInput) (err error) {
-	start := time.Now()
-	err = i.next.Payload(ctx, in)
-	i.observe(store.OpPayload, start, err)
+func (i *instrumented) Payload(ctx context.Context, in store.PayloadInput) error {
+	_, err := timed(i, store.OpPayload, func() (struct{}, error) { return struct{}{}, i.next.Payload(ctx, in) })
 	return err
 }
 
-func (i *instrumented) Cancel(ctx context.Context, in store.CancelInput) (ok bool, err error) {
-	start := time.Now()
-	ok, err = i.next.Cancel(ctx, in)
-	i.observe(store.OpCancel, start, err)
-	return ok, err
+func (i *instrumented) Cancel(ctx context.Context, in store.CancelInput) (bool, error) {
+	return timed(i, store.OpCancel, func() (bool, error) { return i.next.Cancel(ctx, in) })
 }
 
-func (i *instrumented) CancelRequests(ctx context.Context, runnerID string) (ids []string, err error) {
-	start := time.Now()
-	ids, err = i.next.CancelRequests(ctx, runnerID)
-	i.observe(store.OpCancelRequests, start, err)
-	return ids, err
+func (i *instrumented) CancelRequests(ctx context.Context, runnerID string) ([]string, error) {
+	return timed(i, store.OpCancelRequests, func() ([]string, error) { return i.next.CancelRequests(ctx, runnerID) })
 }
 
-func (i *instrumented) Renew(ctx context.Context, in store.RenewInput) (res store.RenewResult, err error) {
-	start := time.Now()
-	res, err = i.next.Renew(ctx, in)
-	i.observe(store.OpRenew, start, err)
+func (i *instrumented) Renew(ctx context.Context, in store.RenewInput) (store.RenewResult, error) {
+	res, err := timed(i, store.OpRenew, func() (store.RenewResult, error) { return i.next.Renew(ctx, in) })
 	i.m.leasesRenewed.Add(float64(len(res.Renewed)))
 	i.m.leasesLost.Add(float64(len(res.Lost)))
 	return res, err
 }
 
-func (i *instrumented) Pair(ctx context.Context, in store.PairInput) (p store.Presence, err error) {
-	start := time.Now()
-	p, err = i.next.Pair(ctx, in)
-	i.observe(store.OpPair, start, err)
-	return p, err
+func (i *instrumented) Pair(ctx context.Context, in store.PairInput) (store.Presence, error) {
+	return timed(i, store.OpPair, func() (store.Presence, error) { return i.next.Pair(ctx, in) })
 }
 
-func (i *instrumented) Touch(ctx context.Context, runnerID string) (ok bool, err error) {
-	start := time.Now()
-	ok, err = i.next.Touch(ctx, runnerID)
-	i.observe(store.OpTouch, start, err)
-	return ok, err
+func (i *instrumented) Touch(ctx context.Context, runnerID string) (bool, error) {
+	return timed(i, store.OpTouch, func() (bool, error) { return i.next.Touch(ctx, runnerID) })
 }
 
-func (i *instrumented) Sweep(ctx context.Context) (res store.SweepResult, err error) {
-	start := time.Now()
-	res, err = i.next.Sweep(ctx)
-	i.observe(store.OpSweep, start, err)
+func (i *instrumented) Sweep(ctx context.Context) (store.SweepResult, error) {
+	res, err := timed(i, store.OpSweep, func() (store.SweepResult, error) { return i.next.Sweep(ctx) })
 	i.m.sweepRequeued.Add(float64(len(res.Requeued)))
 	i.m.sweepExpired.Add(float64(len(res.Expired)))
 	return res, err
 }
 
-func (i *instrumented) Job(ctx context.Context, id string) (j store.Job, ok bool, err error) {
-	start := time.Now()
-	j, ok, err = i.next.Job(ctx, id)
-	i.observe(store.OpJob, start, err)
-	return j, ok, err
+func (i *instrumented) Job(ctx context.Context, id string) (store.Job, bool, error) {
+	return lookup(i, store.OpJob, func() (store.Job, bool, error) { return i.next.Job(ctx, id) })
 }
 
-func (i *instrumented) Jobs(ctx context.Context, limit int) (jobs []store.Job, err error) {
-	start := time.Now()
-	jobs, err = i.next.Jobs(ctx, limit)
-	i.observe(store.OpJobs, start, err)
-	return jobs, err
+func (i *instrumented) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
+	return timed(i, store.OpJobs, func() ([]store.Job, error) { return i.next.Jobs(ctx, limit) })
 }
 
-func (i *instrumented) Pending(ctx context.Context, siteID string) (jobs []store.Job, err error) {
-	start := time.Now()
-	jobs, err = i.next.Pending(ctx, siteID)
-	i.observe(store.OpPending, start, err)
-	return jobs, err
+func (i *instrumented) Pending(ctx context.Context, siteID string) ([]store.Job, error) {
+	return timed(i, store.OpPending, func() ([]store.Job, error) { return i.next.Pending(ctx, siteID) })
 }
 
-func (i *instrumented) Results(ctx context.Context, siteID string) (jobs []store.Job, err error) {
-	start := time.Now()
-	jobs, err = i.next.Results(ctx, siteID)
-	i.observe(store.OpResults, start, err)
-	return jobs, err
+func (i *instrumented) Results(ctx context.Context, siteID string) ([]store.Job, error) {
+	return timed(i, store.OpResults, func() ([]store.Job, error) { return i.next.Results(ctx, siteID) })
 }
 
-func (i *instrumented) Presence(ctx context.Context, runnerID string) (p store.Presence, ok bool, err error) {
-	start := time.Now()
-	p, ok, err = i.next.Presence(ctx, runnerID)
-	i.observe(store.OpPresence, start, err)
-	return p, ok, err
+func (i *instrumented) Presence(ctx context.Context, runnerID string) (store.Presence, bool, error) {
+	return lookup(i, store.OpPresence, func() (store.Presence, bool, error) { return i.next.Presence(ctx, runnerID) })
 }
 
-func (i *instrumented) Runners(ctx context.Context, limit int) (ps []store.Presence, err error) {
-	start := time.Now()
-	ps, err = i.next.Runners(ctx, limit)
-	i.observe(store.OpRunners, start, err)
-	return ps, err
+func (i *instrumented) Runners(ctx context.Context, limit int) ([]store.Presence, error) {
+	return timed(i, store.OpRunners, func() ([]store.Presence, error) { return i.next.Runners(ctx, limit) })
 }
 
-func (i *instrumented) Ping(ctx context.Context) (err error) {
-	start := time.Now()
-	err = i.next.Ping(ctx)
-	i.observe(store.OpPing, start, err)
+func (i *instrumented) Ping(ctx context.Context) error {
+	_, err := timed(i, store.OpPing, func() (struct{}, error) { return struct{}{}, i.next.Ping(ctx) })
 	return err
 }
 

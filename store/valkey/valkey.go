@@ -484,37 +484,47 @@ func (s *Store) Job(ctx context.Context, id string) (store.Job, bool, error) {
 
 // Jobs implements store.RoutingStore, reading in pages of bounded size.
 func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
-	out := []store.Job{}
+	return scorePages(ctx, s, store.OpJobs, limit, 5, func(ms []valkey.ValkeyMessage) ([]store.Job, error) {
+		flat := make([]valkey.ValkeyMessage, 0, len(ms)/5*4)
+		for i := 0; i < len(ms); i += 5 {
+			flat = append(flat, ms[i], ms[i+2], ms[i+3], ms[i+4])
+		}
+		return jobsFrom(store.OpJobs, flat, true, nil)
+	})
+}
+
+// scorePages reads up to limit values (all when limit <= 0) from a listing
+// ordered by a sequence score, in pages of at most readPage entries. Each
+// entry is width reply elements, the second of them its score; decode
+// turns one page of entries into values, leaving out those it cannot read.
+func scorePages[T any](ctx context.Context, s *Store, op store.Op, limit, width int, decode func([]valkey.ValkeyMessage) ([]T, error)) ([]T, error) {
+	out := []T{}
 	after := ""
 	for limit <= 0 || len(out) < limit {
 		n := readPage
 		if limit > 0 {
 			n = min(n, limit-len(out))
 		}
-		msg, err := s.exec(ctx, s.newCall(store.OpJobs, after, strconv.Itoa(n)))
+		msg, err := s.exec(ctx, s.newCall(op, after, strconv.Itoa(n)))
 		if err != nil {
 			return nil, err
 		}
 		ms, err := msg.ToArray()
-		if err != nil || len(ms)%5 != 0 {
-			return nil, fmt.Errorf("valkey store: jobs: unexpected reply")
+		if err != nil || len(ms)%width != 0 {
+			return nil, fmt.Errorf("valkey store: %s: unexpected reply", op)
 		}
 		if len(ms) == 0 {
 			break
 		}
-		flat := make([]valkey.ValkeyMessage, 0, len(ms)/5*4)
-		for i := 0; i < len(ms); i += 5 {
-			flat = append(flat, ms[i], ms[i+2], ms[i+3], ms[i+4])
+		if after, err = ms[len(ms)-width+1].ToString(); err != nil {
+			return nil, fmt.Errorf("valkey store: %s: %w", op, err)
 		}
-		if after, err = ms[len(ms)-4].ToString(); err != nil {
-			return nil, fmt.Errorf("valkey store: jobs: %w", err)
-		}
-		jobs, err := jobsFrom(store.OpJobs, flat, true, nil)
+		values, err := decode(ms)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, jobs...)
-		if len(ms)/5 < n {
+		out = append(out, values...)
+		if len(ms)/width < n {
 			break
 		}
 	}
@@ -584,29 +594,14 @@ func (s *Store) Presence(ctx context.Context, runnerID string) (store.Presence, 
 
 // Runners implements store.RoutingStore, reading in pages of bounded size.
 func (s *Store) Runners(ctx context.Context, limit int) ([]store.Presence, error) {
-	out := []store.Presence{}
-	after := ""
-	for limit <= 0 || len(out) < limit {
-		n := readPage
-		if limit > 0 {
-			n = min(n, limit-len(out))
-		}
-		msg, err := s.exec(ctx, s.newCall(store.OpRunners, after, strconv.Itoa(n)))
-		if err != nil {
-			return nil, err
-		}
-		ms, err := msg.ToArray()
-		if err != nil || len(ms)%3 != 0 {
-			return nil, fmt.Errorf("valkey store: runners: unexpected reply")
-		}
+	return scorePages(ctx, s, store.OpRunners, limit, 3, func(ms []valkey.ValkeyMessage) ([]store.Presence, error) {
+		var out []store.Presence
 		for i := 0; i < len(ms); i += 3 {
 			runner, err1 := ms[i].ToString()
-			seq, err2 := ms[i+1].ToString()
-			raw, err3 := nullable(ms[i+2])
-			if err := errors.Join(err1, err2, err3); err != nil {
+			raw, err2 := nullable(ms[i+2])
+			if err := errors.Join(err1, err2); err != nil {
 				return nil, fmt.Errorf("valkey store: runners: %w", err)
 			}
-			after = seq
 			if raw == nil {
 				continue
 			}
@@ -616,11 +611,8 @@ func (s *Store) Runners(ctx context.Context, limit int) ([]store.Presence, error
 			}
 			out = append(out, p)
 		}
-		if len(ms)/3 < n {
-			break
-		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // newUUID returns a random lowercase UUID (version 4) from crypto/rand.

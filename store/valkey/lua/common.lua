@@ -498,3 +498,42 @@ local function site_page(index)
   table.insert(out, 1, members[#members] or '')
   return out
 end
+
+-- held_touching is held for a daemon call that may also stamp the
+-- runner's presence: touch '1' stamps it first, whatever the outcome.
+local function held_touching(id, runner, lease, touch, now)
+  if touch == '1' then
+    stamp_presence(runner, now)
+  end
+  return held(id, runner, lease, now)
+end
+
+-- each_grant visits the (job id, lease id) pairs of ARGV from index 3 on,
+-- in order, each job live at now: visit gets the id and the record when
+-- runner holds the job under that lease, else nil. An unreadable record
+-- stops the walk, and its reply is returned.
+local function each_grant(now, runner, visit)
+  for i = 3, #ARGV - 1, 2 do
+    local id, lease = ARGV[i], ARGV[i + 1]
+    local rec, how = live(id, now)
+    if how == 'unreadable' then
+      return unreadable(id)
+    end
+    if rec and holder_refusal(rec, runner, lease) then
+      rec = nil
+    end
+    visit(id, rec)
+  end
+  return nil
+end
+
+-- score_page reads a page of a score-ordered index. ARGV: exclusive lower
+-- bound on the score ('' for the start), page size. It returns the flat
+-- {member, score...} page.
+local function score_page(index)
+  local lo = '-inf'
+  if ARGV[1] ~= '' then
+    lo = '(' .. ARGV[1]
+  end
+  return redis.call('ZRANGEBYSCORE', index, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+end

@@ -6,11 +6,7 @@
 -- Re-run: a running job stays running and the same payload comes back.
 local now = clock_now()
 local id, runner, lease = ARGV[1], ARGV[2], ARGV[3]
-if ARGV[4] == '1' then
-  stamp_presence(runner, now)
-end
-
-local rec, refusal = held(id, runner, lease, now)
+local rec, refusal = held_touching(id, runner, lease, ARGV[4], now)
 if not rec then
   return refusal
 end

@@ -1,12 +1,7 @@
 -- jobs (read): a page of jobs in first-enqueue order.
 -- ARGV: exclusive lower bound on the sequence ('' for the start), page size.
 -- Reply: flat {id, seq, record, payload, result}...
-local after, n = ARGV[1], tonumber(ARGV[2])
-local lo = '-inf'
-if after ~= '' then
-  lo = '(' .. after
-end
-local page = redis.call('ZRANGEBYSCORE', K.order, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, n)
+local page = score_page(K.order)
 local out = {}
 for i = 1, #page, 2 do
   local id = page[i]

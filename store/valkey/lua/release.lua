@@ -8,26 +8,22 @@ local now = clock_now()
 local runner, reason = ARGV[1], ARGV[2]
 
 local out = { 'ok' }
-for i = 3, #ARGV - 1, 2 do
-  local id, lease = ARGV[i], ARGV[i + 1]
-  local rec, how = live(id, now)
-  if how == 'unreadable' then
-    return unreadable(id)
+local stop = each_grant(now, runner, function(id, rec)
+  if not rec or rec.state == STATE_DONE then
+    return
   end
-  if rec and not holder_refusal(rec, runner, lease) and rec.state ~= STATE_DONE then
-    if reason == 'refused' then
-      local already = false
-      for _, r in ipairs(rec.refused) do
-        if r == runner then
-          already = true
-        end
-      end
-      if not already then
-        rec.refused[#rec.refused + 1] = runner -- filed in K.refusals by requeue
+  if reason == 'refused' then
+    local already = false
+    for _, r in ipairs(rec.refused) do
+      if r == runner then
+        already = true
       end
     end
-    requeue(id, rec)
-    out[#out + 1] = id
+    if not already then
+      rec.refused[#rec.refused + 1] = runner -- filed in K.refusals by requeue
+    end
   end
-end
-return out
+  requeue(id, rec)
+  out[#out + 1] = id
+end)
+return stop or out

@@ -12,25 +12,20 @@ end
 
 local runner, lease_ms = ARGV[1], tonumber(ARGV[2])
 local out = {}
-for i = 3, #ARGV - 1, 2 do
-  local id, lease = ARGV[i], ARGV[i + 1]
-  local rec, how = live(id, now)
-  if how == 'unreadable' then
-    return unreadable(id)
-  end
-  if rec and not holder_refusal(rec, runner, lease) then
-    rec.lexp = ms(now + lease_ms)
-    save(id, rec)
-    if rec.state == STATE_READY or rec.state == STATE_RUNNING then
-      redis.call('ZADD', K.lease, rec.lexp, id)
-    end
-    out[#out + 1] = id
-    out[#out + 1] = 'renewed'
-    out[#out + 1] = rec.lexp
-  else
+local stop = each_grant(now, runner, function(id, rec)
+  if not rec then
     out[#out + 1] = id
     out[#out + 1] = 'lost'
     out[#out + 1] = ''
+    return
   end
-end
-return { 'ok', remember(frame(out)) }
+  rec.lexp = ms(now + lease_ms)
+  save(id, rec)
+  if rec.state == STATE_READY or rec.state == STATE_RUNNING then
+    redis.call('ZADD', K.lease, rec.lexp, id)
+  end
+  out[#out + 1] = id
+  out[#out + 1] = 'renewed'
+  out[#out + 1] = rec.lexp
+end)
+return stop or { 'ok', remember(frame(out)) }

@@ -7,11 +7,7 @@
 -- duplicate and overwrites nothing.
 local now = clock_now()
 local id, runner, lease, result, disposition, sender = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[7]
-if ARGV[6] == '1' then
-  stamp_presence(runner, now)
-end
-
-local rec, refusal = held(id, runner, lease, now)
+local rec, refusal = held_touching(id, runner, lease, ARGV[6], now)
 if not rec then
   return refusal
 end

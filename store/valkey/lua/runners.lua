@@ -2,12 +2,7 @@
 -- ARGV: exclusive lower bound on the pairing sequence ('' for the start),
 -- page size.
 -- Reply: flat {runner, seq, record}...
-local after, n = ARGV[1], tonumber(ARGV[2])
-local lo = '-inf'
-if after ~= '' then
-  lo = '(' .. after
-end
-local page = redis.call('ZRANGEBYSCORE', K.paired, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, n)
+local page = score_page(K.paired)
 local out = {}
 for i = 1, #page, 2 do
   out[#out + 1] = page[i]
