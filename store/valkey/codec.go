@@ -11,15 +11,6 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// grantedDevice is a claim's device as a job record keeps it: its public
-// keys and, so that the seal and complete scripts can tell an envelope for
-// another device without hashing in Lua, its key id. Readers that decode it
-// as a protocol.PublicIdentity ignore the key id.
-type grantedDevice struct {
-	protocol.PublicIdentity
-	KeyID string `json:"keyId"`
-}
-
 // frame joins strings as <length>:<bytes>..., the framing the scripts use
 // for records and remembered answers.
 func frame(parts ...string) string {

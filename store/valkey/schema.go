@@ -54,6 +54,15 @@ var jobFieldNames = [jobFields]string{
 	fieldCancelled: "cancelled", fieldDisp: "disp",
 }
 
+// grantedDevice is a claim's device as a job record keeps it: its public
+// keys and, so that the payload and result scripts can tell an envelope for
+// another device without hashing in Lua, its key id. Readers that decode it
+// as a protocol.PublicIdentity ignore the key id.
+type grantedDevice struct {
+	protocol.PublicIdentity
+	KeyID string `json:"keyId"`
+}
+
 // Field positions of a presence record.
 const (
 	presenceVersion = iota
@@ -89,6 +98,7 @@ func schemaLua() (string, error) {
 	}
 	writeLuaList(&b, "FIELDS", jobFieldNames[:])
 	writeLuaList(&b, "PRESENCE_FIELDS", presenceFieldNames[:])
+	b.WriteString("local DEVICE_KEY_ID = " + luaString(jsonName(reflect.TypeFor[grantedDevice](), "KeyID")) + "\n")
 	strs, bools, ints, err := stubFields()
 	if err != nil {
 		return "", err
@@ -99,6 +109,13 @@ func schemaLua() (string, error) {
 	return b.String(), nil
 }
 
+// jsonName is the JSON member name of t's field.
+func jsonName(t reflect.Type, field string) string {
+	f, _ := t.FieldByName(field)
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return name
+}
+
 // stubFields sorts protocol.JobStub's JSON fields by the Lua type a valid
 // stored stub holds in each, so that a claim hands out only stubs Go
 // decodes as they were written.
@@ -106,7 +123,7 @@ func stubFields() (strs, bools, ints []string, err error) {
 	t := reflect.TypeFor[protocol.JobStub]()
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name := jsonName(t, f.Name)
 		switch f.Type.Kind() {
 		case reflect.String:
 			strs = append(strs, name)

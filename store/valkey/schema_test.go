@@ -1,6 +1,7 @@
 package valkey
 
 import (
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ func TestSchemaWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	words = append(append(append(words, strs...), bools...), ints...)
+	words = append(words, jsonName(reflect.TypeFor[grantedDevice](), "KeyID"))
 	for _, w := range words {
 		if !plain.MatchString(w) {
 			t.Errorf("schema word %q is not plain", w)
@@ -70,6 +72,9 @@ func TestSchemaDefinitionsArePruned(t *testing.T) {
 		if !strings.Contains(claim, def) {
 			t.Errorf("claim lacks %q", def)
 		}
+	}
+	if !strings.Contains(loadForTest(t, store.OpPayload).source, "local DEVICE_KEY_ID = 'keyId'") {
+		t.Error("payload lacks the device key id's member name")
 	}
 	if strings.Contains(loadForTest(t, store.OpNow).source, "local FORMAT") {
 		t.Error("now carries the record format")

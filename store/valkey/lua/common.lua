@@ -1,7 +1,7 @@
 -- Shared helpers for every relayd script. The Go loader (scripts.go) puts
 -- a generated header binding KEYS to the table K first, then the schema
 -- definitions generated from schema.go (FORMAT, REQ_TTL_MS, STATE_*,
--- REFUSED_*, FIELDS, PRESENCE_FIELDS, STUB_*)
+-- REFUSED_*, FIELDS, PRESENCE_FIELDS, DEVICE_KEY_ID, STUB_*)
 -- and the top-level definitions below that the operation uses (directly or
 -- through each other, in this order), then the operation's own file, so
 -- each rule below exists once and a call runs no definition it does not
@@ -325,7 +325,7 @@ local function holder_key_is(rec, kid)
   if not ok or type(dev) ~= 'table' then
     return false
   end
-  return dev.keyId == nil or dev.keyId == kid
+  return dev[DEVICE_KEY_ID] == nil or dev[DEVICE_KEY_ID] == kid
 end
 
 -- held returns the live job that runner holds under lease, or nil and the
