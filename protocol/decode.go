@@ -124,8 +124,8 @@ func (e *DecodeError) Error() string {
 func (e *DecodeError) Unwrap() error { return e.Err }
 
 // Pair decodes the body of POST <base>/pair (A5).
-func (d Decoder) Pair(body []byte) (PairRequest, error) {
-	return decodeBody(d, body, "pair", func(r *reader, v strictjson.Value) PairRequest {
+func (b *Body) Pair() (PairRequest, error) {
+	return decodeBody(b, "pair", func(r *reader, v strictjson.Value) PairRequest {
 		o := r.object(v, "", true, "protocolVersion", "owner", "device")
 		return PairRequest{
 			ProtocolVersion: r.oneOf(o, "protocolVersion", Version),
@@ -137,8 +137,8 @@ func (d Decoder) Pair(body []byte) (PairRequest, error) {
 
 // Claim decodes the body of POST <base>/claim (A6.1). capabilities
 // may be empty; max is an integer from 1 to MaxClaim.
-func (d Decoder) Claim(body []byte) (ClaimRequest, error) {
-	return decodeBody(d, body, "claim", func(r *reader, v strictjson.Value) ClaimRequest {
+func (b *Body) Claim() (ClaimRequest, error) {
+	return decodeBody(b, "claim", func(r *reader, v strictjson.Value) ClaimRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "capabilities", "max")
 		return ClaimRequest{
 			ProtocolVersion: r.oneOf(o, "protocolVersion", Version),
@@ -151,8 +151,8 @@ func (d Decoder) Claim(body []byte) (ClaimRequest, error) {
 
 // Fetch decodes the body of POST <base>/fetch (A7.1). Unlike every
 // other body, its protocolVersion may be any non-empty string (G4).
-func (d Decoder) Fetch(body []byte) (FetchRequest, error) {
-	return decodeBody(d, body, "fetch", func(r *reader, v strictjson.Value) FetchRequest {
+func (b *Body) Fetch() (FetchRequest, error) {
+	return decodeBody(b, "fetch", func(r *reader, v strictjson.Value) FetchRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "jobId", "leaseId")
 		return FetchRequest{
 			ProtocolVersion: r.str(o, "protocolVersion"),
@@ -164,8 +164,8 @@ func (d Decoder) Fetch(body []byte) (FetchRequest, error) {
 }
 
 // Result decodes the body of POST <base>/result (A8.1).
-func (d Decoder) Result(body []byte) (ResultRequest, error) {
-	return decodeBody(d, body, "result", func(r *reader, v strictjson.Value) ResultRequest {
+func (b *Body) Result() (ResultRequest, error) {
+	return decodeBody(b, "result", func(r *reader, v strictjson.Value) ResultRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "jobId", "leaseId", "envelope", "disposition")
 		return ResultRequest{
 			ProtocolVersion: r.oneOf(o, "protocolVersion", Version),
@@ -180,8 +180,8 @@ func (d Decoder) Result(body []byte) (ResultRequest, error) {
 
 // Heartbeat decodes the body of POST <base>/heartbeat (A9.1). Lease
 // items are not strict: keys other than jobId and leaseId are dropped.
-func (d Decoder) Heartbeat(body []byte) (HeartbeatRequest, error) {
-	return decodeBody(d, body, "heartbeat", func(r *reader, v strictjson.Value) HeartbeatRequest {
+func (b *Body) Heartbeat() (HeartbeatRequest, error) {
+	return decodeBody(b, "heartbeat", func(r *reader, v strictjson.Value) HeartbeatRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "daemonVersion", "capabilities", "activeLeases", "paused")
 		return HeartbeatRequest{
 			ProtocolVersion: r.oneOf(o, "protocolVersion", Version),
@@ -196,8 +196,8 @@ func (d Decoder) Heartbeat(body []byte) (HeartbeatRequest, error) {
 
 // Release decodes the body of POST <base>/release (A10.1). reason is
 // required; lease items are not strict, as in heartbeat.
-func (d Decoder) Release(body []byte) (ReleaseRequest, error) {
-	return decodeBody(d, body, "release", func(r *reader, v strictjson.Value) ReleaseRequest {
+func (b *Body) Release() (ReleaseRequest, error) {
+	return decodeBody(b, "release", func(r *reader, v strictjson.Value) ReleaseRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "leases", "reason")
 		return ReleaseRequest{
 			ProtocolVersion: r.oneOf(o, "protocolVersion", Version),
@@ -209,8 +209,8 @@ func (d Decoder) Release(body []byte) (ReleaseRequest, error) {
 }
 
 // Enqueue decodes the body of POST /relay/site/enqueue (A11.1).
-func (d Decoder) Enqueue(body []byte) (EnqueueRequest, error) {
-	return decodeBody(d, body, "site/enqueue", func(r *reader, v strictjson.Value) EnqueueRequest {
+func (b *Body) Enqueue() (EnqueueRequest, error) {
+	return decodeBody(b, "site/enqueue", func(r *reader, v strictjson.Value) EnqueueRequest {
 		o := r.object(v, "", true, "siteId", "stub")
 		return EnqueueRequest{
 			SiteID: r.str(o, "siteId"),
@@ -220,8 +220,8 @@ func (d Decoder) Enqueue(body []byte) (EnqueueRequest, error) {
 }
 
 // Payload decodes the body of POST /relay/site/payload (A12.1).
-func (d Decoder) Payload(body []byte) (PayloadRequest, error) {
-	return decodeBody(d, body, "site/payload", func(r *reader, v strictjson.Value) PayloadRequest {
+func (b *Body) Payload() (PayloadRequest, error) {
+	return decodeBody(b, "site/payload", func(r *reader, v strictjson.Value) PayloadRequest {
 		o := r.object(v, "", true, "siteId", "jobId", "envelope")
 		return PayloadRequest{
 			SiteID:   r.str(o, "siteId"),
@@ -232,8 +232,8 @@ func (d Decoder) Payload(body []byte) (PayloadRequest, error) {
 }
 
 // Cancel decodes the body of POST /relay/site/cancel (A13.1).
-func (d Decoder) Cancel(body []byte) (CancelRequest, error) {
-	return decodeBody(d, body, "site/cancel", func(r *reader, v strictjson.Value) CancelRequest {
+func (b *Body) Cancel() (CancelRequest, error) {
+	return decodeBody(b, "site/cancel", func(r *reader, v strictjson.Value) CancelRequest {
 		o := r.object(v, "", true, "siteId", "jobId")
 		return CancelRequest{
 			SiteID: r.str(o, "siteId"),
@@ -241,6 +241,36 @@ func (d Decoder) Cancel(body []byte) (CancelRequest, error) {
 		}
 	})
 }
+
+// The Decoder's own methods decode a body given as bytes, for callers
+// that read it once only.
+
+// Pair decodes a pair body under d's limits.
+func (d Decoder) Pair(body []byte) (PairRequest, error) { return d.Body(body).Pair() }
+
+// Claim decodes a claim body under d's limits.
+func (d Decoder) Claim(body []byte) (ClaimRequest, error) { return d.Body(body).Claim() }
+
+// Fetch decodes a fetch body under d's limits.
+func (d Decoder) Fetch(body []byte) (FetchRequest, error) { return d.Body(body).Fetch() }
+
+// Result decodes a result body under d's limits.
+func (d Decoder) Result(body []byte) (ResultRequest, error) { return d.Body(body).Result() }
+
+// Heartbeat decodes a heartbeat body under d's limits.
+func (d Decoder) Heartbeat(body []byte) (HeartbeatRequest, error) { return d.Body(body).Heartbeat() }
+
+// Release decodes a release body under d's limits.
+func (d Decoder) Release(body []byte) (ReleaseRequest, error) { return d.Body(body).Release() }
+
+// Enqueue decodes a site/enqueue body under d's limits.
+func (d Decoder) Enqueue(body []byte) (EnqueueRequest, error) { return d.Body(body).Enqueue() }
+
+// Payload decodes a site/payload body under d's limits.
+func (d Decoder) Payload(body []byte) (PayloadRequest, error) { return d.Body(body).Payload() }
+
+// Cancel decodes a site/cancel body under d's limits.
+func (d Decoder) Cancel(body []byte) (CancelRequest, error) { return d.Body(body).Cancel() }
 
 // DecodePair decodes a pair body under DefaultLimits.
 func DecodePair(body []byte) (PairRequest, error) { return Decoder{}.Pair(body) }
@@ -305,7 +335,52 @@ func PeekProtocolVersion(body []byte) (value string, present bool) {
 // limits. It runs before the signature is checked, so a body over the
 // value cap names no version and is parsed no further.
 func (d Decoder) PeekProtocolVersion(body []byte) (value string, present bool) {
-	v, err := strictjson.ParseWith(body, strictjson.Options{MaxValues: d.Limits.MaxValues()})
+	return d.Body(body).ProtocolVersion()
+}
+
+// HasUnsupportedVersion reports whether a daemon-plane body names a
+// protocol version other than Version, in which case relayd answers with
+// UnsupportedVersion before verifying the signature.
+func HasUnsupportedVersion(body []byte) bool {
+	v, present := PeekProtocolVersion(body)
+	return present && v != Version
+}
+
+// Body is one request body as the relay reads it: the bytes its signature
+// covers, parsed strictly at most once, on first use, under one Decoder's
+// limits. The version check that runs before the signature and the schema
+// that runs after it read the same parse, and a body that never reaches
+// either is never parsed.
+type Body struct {
+	raw    []byte
+	limits Limits
+	parsed bool
+	tree   strictjson.Value
+	err    error
+}
+
+// Body wraps raw for decoding under d's limits.
+func (d Decoder) Body(raw []byte) *Body {
+	return &Body{raw: raw, limits: d.Limits.withDefaults()}
+}
+
+// Raw returns the body's bytes, as sent.
+func (b *Body) Raw() []byte { return b.raw }
+
+// parse returns the body's JSON tree, parsing it the first time.
+func (b *Body) parse() (strictjson.Value, error) {
+	if !b.parsed {
+		b.tree, b.err = strictjson.ParseWith(b.raw, strictjson.Options{MaxValues: b.limits.MaxValues()})
+		b.parsed = true
+	}
+	return b.tree, b.err
+}
+
+// ProtocolVersion reads the body's protocolVersion as PeekProtocolVersion
+// describes. It runs before the signature is checked, so a body over the
+// value cap names no version and is parsed no further.
+func (b *Body) ProtocolVersion() (value string, present bool) {
+	v, err := b.parse()
 	if err != nil || v.Kind != strictjson.Object {
 		return "", false
 	}
@@ -319,24 +394,15 @@ func (d Decoder) PeekProtocolVersion(body []byte) (value string, present bool) {
 	return pv.Text, true
 }
 
-// HasUnsupportedVersion reports whether a daemon-plane body names a
-// protocol version other than Version, in which case relayd answers with
-// UnsupportedVersion before verifying the signature.
-func HasUnsupportedVersion(body []byte) bool {
-	v, present := PeekProtocolVersion(body)
-	return present && v != Version
-}
-
-// decodeBody parses body strictly and hands the tree to read, which records
-// the first schema problem in the reader.
-func decodeBody[T any](d Decoder, body []byte, schema string, read func(*reader, strictjson.Value) T) (T, error) {
+// decodeBody hands the body's tree to read, which records the first schema
+// problem in the reader.
+func decodeBody[T any](b *Body, schema string, read func(*reader, strictjson.Value) T) (T, error) {
 	var zero T
-	limits := d.Limits.withDefaults()
-	v, err := strictjson.ParseWith(body, strictjson.Options{MaxValues: limits.MaxValues()})
+	v, err := b.parse()
 	if err != nil {
 		return zero, &DecodeError{Schema: schema, Err: err}
 	}
-	r := &reader{schema: schema, limits: limits}
+	r := &reader{schema: schema, limits: b.limits}
 	out := read(r, v)
 	if r.err != nil {
 		return zero, r.err
