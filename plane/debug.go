@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
@@ -32,11 +33,11 @@ func (r *Relay) serveDebug(c echo.Context) error {
 	ctx := c.Request().Context()
 	jobs, err := r.cfg.Store.Jobs(ctx, debugLimit)
 	if err != nil {
-		return storeFailure(c, r.cfg.Logger, "jobs", err)
+		return codec.Failed("jobs", err)
 	}
 	people, err := r.cfg.Store.Runners(ctx, debugLimit)
 	if err != nil {
-		return storeFailure(c, r.cfg.Logger, "everyone", err)
+		return codec.Failed("everyone", err)
 	}
 	now := r.nowMs()
 	proj := r.projection()

@@ -8,15 +8,18 @@
 package plane
 
 import (
-	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
@@ -68,10 +71,11 @@ type Config struct {
 
 // Relay serves the byollm protocol.
 type Relay struct {
-	cfg      Config
-	basePath string
-	decoder  protocol.Decoder
-	public   *echo.Echo
+	cfg        Config
+	basePath   string
+	decoder    protocol.Decoder
+	classifier classifier
+	public     *echo.Echo
 }
 
 // New builds a relay from cfg, filling in defaults.
@@ -93,9 +97,19 @@ func New(cfg Config) *Relay {
 		base = protocol.DefaultBasePath
 	}
 	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/"), decoder: protocol.NewDecoder(cfg.Limits)}
+	r.classifier = newClassifier(&codec.Env{
+		SiteID: cfg.SiteID, LeaseMs: cfg.LeaseMs, Store: cfg.Store, Projection: cfg.Projection, Clock: cfg.Clock,
+		ChargeRunner: r.charge(cfg.RateLimit), ChargeSite: r.charge(cfg.SiteRateLimit),
+	})
 	r.public = newEcho(cfg.Logger, observer{started: cfg.RequestStarted, answered: cfg.ObserveRequest})
-	// The reference never checks the method (A0.6); echo's Any covers only
-	// the common ones, so every other method reaches dispatch this way.
+	r.public.Pre(resolvePath)
+	// The reference never checks the method (A0.6). Echo's Any covers only
+	// the common ones, so a site route is its path's not-found handler,
+	// which echo runs for every method; the catch-all takes other methods
+	// the same way.
+	for _, name := range codec.SiteEndpoints() {
+		r.public.RouteNotFound("/relay/site/"+name, r.siteRoute(name))
+	}
 	r.public.Any("/*", r.dispatch)
 	r.public.Any("/", r.dispatch)
 	r.public.RouteNotFound("/*", r.dispatch)
@@ -107,58 +121,89 @@ func New(cfg Config) *Relay {
 func (r *Relay) Handler() http.Handler { return r.public }
 
 // newEcho returns an echo instance with relayd's middleware: request ids,
-// one log line per request, and panics turned into a JSON 500.
+// one log line per request, panics turned into a JSON 500, and the one
+// writer of every refusal and failure as its error handler. Both run
+// before routing, so that they see every request.
 func newEcho(logger *slog.Logger, observe observer) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.HTTPErrorHandler = func(err error, c echo.Context) {
-		// Only reached for errors raised outside our handlers, such as an
-		// unmatched route; the protocol's own refusals are written directly.
-		if c.Response().Committed {
-			return
-		}
-		writeRefusal(c, protocol.NotFoundPath())
-	}
-	e.Use(requestLog(logger, observe), recoverPanics(logger))
+	e.HTTPErrorHandler = errorWriter(logger)
+	e.Pre(requestLog(logger, observe), recoverPanics(logger))
 	return e
 }
 
-// request is one protocol request as the pipelines see it.
-type request struct {
-	c        echo.Context
-	endpoint string
-	body     []byte
+// siteRoute serves one of the fixed site-plane routes (A4).
+func (r *Relay) siteRoute(name string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		setRoute(c, "site/"+name)
+		return r.serve(c, codec.Site, name)
+	}
 }
 
-func (q *request) ctx() context.Context { return q.c.Request().Context() }
-
-// dispatch routes one public request, in the reference's order (A1).
+// dispatch routes every other public request, in the reference's order
+// (A1): the debug page where it is public, then the daemon plane by the
+// last path segment under the base path.
 func (r *Relay) dispatch(c echo.Context) error {
-	path := resolveDotSegments(c.Request().URL.EscapedPath())
+	path := c.Request().URL.EscapedPath()
 	if r.cfg.PublicDebug && (path == "/debug" || path == r.basePath+"/debug") {
 		setRoute(c, "debug")
 		return r.serveDebug(c)
 	}
-	if name, ok := strings.CutPrefix(path, "/relay/site/"); ok {
-		if h := r.siteHandler(name); h != nil {
-			setRoute(c, "site/"+name)
-			return r.sitePlane(c, name, h)
-		}
-	}
 	if !strings.HasPrefix(path, r.basePath+"/") {
-		return writeRefusal(c, protocol.NotFoundPath())
+		return protocol.NotFoundPath()
 	}
 	endpoint := path[strings.LastIndexByte(path, '/')+1:]
-	if endpoint == "pair" {
-		setRoute(c, endpoint)
-		return r.pair(c)
+	if !codec.DaemonEndpoint(endpoint) {
+		return protocol.NotFoundPath()
 	}
-	if h := r.daemonHandler(endpoint); h != nil {
-		setRoute(c, endpoint)
-		return r.daemonPlane(c, endpoint, h)
+	setRoute(c, endpoint)
+	return r.serve(c, codec.Daemon, endpoint)
+}
+
+// serve answers one routed request: it reads the body, has the classifier
+// pick the request's codec, and encodes the codec's answer. Refusals and
+// failures go back to echo as errors, for the one writer.
+func (r *Relay) serve(c echo.Context, plane codec.Plane, endpoint string) error {
+	req := c.Request()
+	ctx := req.Context()
+	if plane == codec.Daemon && codec.Unsigned(endpoint) {
+		// Unsigned, so charged to the client address, before the body is read.
+		if refusal := r.rateLimit(ctx, r.cfg.RateLimit, "addr:"+r.clientAddr(req)); refusal != nil {
+			return refusal
+		}
 	}
-	return writeRefusal(c, protocol.NotFoundPath())
+	body, err := r.readBody(req)
+	if err != nil {
+		return err
+	}
+	cdc, err := r.classifier.classify(plane, body)
+	if err != nil {
+		return err
+	}
+	answer, err := cdc.Serve(ctx, &codec.Request{Plane: plane, Endpoint: endpoint, Header: req.Header, RawQuery: req.URL.RawQuery, Body: body})
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, answer)
+}
+
+// resolvePath has echo route on the request's path with its dot segments
+// resolved, as the reference's URL parser leaves it. The path stays
+// escaped: an encoded slash is never a separator. Like echo's own rewrite
+// middleware it edits the URL in place, the one echo routes on; the
+// request log has noted the path as sent already.
+func resolvePath(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		u := c.Request().URL
+		escaped := u.EscapedPath()
+		if resolved := resolveDotSegments(escaped); resolved != escaped {
+			if path, err := url.PathUnescape(resolved); err == nil {
+				u.Path, u.RawPath = path, resolved
+			}
+		}
+		return next(c)
+	}
 }
 
 // resolveDotSegments removes "." and ".." segments the way a WHATWG URL
@@ -195,17 +240,29 @@ func resolveDotSegments(p string) string {
 
 // readBody reads the body of a POST; every other method has an empty body
 // (A0.3). A body over the cap is refused with 413.
-func (r *Relay) readBody(c echo.Context) ([]byte, *protocol.Refusal) {
-	req := c.Request()
+func (r *Relay) readBody(req *http.Request) (*protocol.Body, error) {
 	if req.Method != http.MethodPost || req.Body == nil {
-		return nil, nil
+		return r.decoder.Body(nil), nil
 	}
-	body, err := readCapped(req.Body, r.cfg.MaxBodyBytes)
-	if err == errTooLarge {
+	raw, err := readCapped(req.Body, r.cfg.MaxBodyBytes)
+	if errors.Is(err, errTooLarge) {
 		return nil, protocol.RefuseWith(http.StatusRequestEntityTooLarge, protocol.CodeBadRequest, "the request body is larger than this relay accepts")
 	}
 	if err != nil {
 		return nil, protocol.Refuse(protocol.CodeBadRequest, "the request body could not be read")
+	}
+	return r.decoder.Body(raw), nil
+}
+
+var errTooLarge = errors.New("request body too large")
+
+func readCapped(r io.Reader, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, errTooLarge
 	}
 	return body, nil
 }

@@ -1,6 +1,7 @@
 package plane
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -8,8 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
+	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
 )
@@ -22,20 +22,26 @@ import (
 // the routing store, which shares that Valkey and answers 503 while it is
 // down, so failing closed would add no protection during an outage and
 // would turn a limiter hiccup alone into refused traffic.
-func (r *Relay) rateLimit(c echo.Context, limiter ratelimit.Limiter, key string) *protocol.Refusal {
+func (r *Relay) rateLimit(ctx context.Context, limiter ratelimit.Limiter, key string) *protocol.Refusal {
 	if limiter == nil {
 		return nil
 	}
-	d, err := limiter.Allow(c.Request().Context(), key)
+	d, err := limiter.Allow(ctx, key)
 	if err != nil {
-		r.cfg.Logger.LogAttrs(c.Request().Context(), slog.LevelWarn, "rate limiter unavailable; request let through",
-			slog.String("request_id", requestID(c)), slog.String("error", err.Error()))
+		r.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "rate limiter unavailable; request let through",
+			slog.String("request_id", requestIDOf(ctx)), slog.String("error", err.Error()))
 		return nil
 	}
 	if d.Allowed {
 		return nil
 	}
 	return protocol.RateLimited(ceilDiv(d.RetryAfter, time.Second))
+}
+
+// charge is rateLimit against limiter, for a codec to call once it knows
+// who the caller is.
+func (r *Relay) charge(limiter ratelimit.Limiter) codec.Charge {
+	return func(ctx context.Context, key string) *protocol.Refusal { return r.rateLimit(ctx, limiter, key) }
 }
 
 // ceilDiv is d in units of unit, rounded up.

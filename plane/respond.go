@@ -2,9 +2,9 @@ package plane
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -13,23 +13,57 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/protocol"
-	"github.com/byollm/relayd/store"
 )
 
 // writeJSON sends v as the reference does: content-type application/json
 // with no charset, and JSON.stringify's bytes (no HTML escaping, no newline).
+// A value that cannot be encoded is answered as a server error, by the
+// writer.
 func writeJSON(c echo.Context, status int, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return writeRefusal(c, serverError)
+		return serverError
 	}
 	c.Response().Header().Set(echo.HeaderContentType, "application/json")
 	c.Response().WriteHeader(status)
 	_, err := c.Response().Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	return err
+}
+
+// errorWriter is echo's error handler, the one writer of every answer that
+// is not a success: a refusal as it stands; a store failure logged under its
+// operation and answered 503, retryable; echo's own routing errors as the
+// unknown-path 404; anything else, a bug like a panic, logged and answered
+// 500.
+func errorWriter(logger *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return // the answer is on its way; a write error has nowhere to go
+		}
+		var (
+			refusal *protocol.Refusal
+			failure *codec.StoreFailure
+			routing *echo.HTTPError
+		)
+		switch {
+		case errors.As(err, &refusal):
+		case errors.As(err, &failure):
+			logger.LogAttrs(c.Request().Context(), slog.LevelError, "store operation failed",
+				slog.String("op", failure.Op), slog.String("request_id", requestID(c)), slog.String("error", failure.Err.Error()))
+			refusal = serverError
+		case errors.As(err, &routing):
+			refusal = protocol.NotFoundPath()
+		default:
+			logger.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
+				slog.String("request_id", requestID(c)), slog.String("error", err.Error()))
+			refusal = internalError()
+		}
+		_ = writeRefusal(c, refusal)
+	}
 }
 
 // writeRefusal sends a refusal. A refusal that asks the caller to come back
@@ -45,30 +79,11 @@ func writeRefusal(c echo.Context, r *protocol.Refusal) error {
 // serverError is the answer when the store cannot answer.
 var serverError = protocol.StoreUnavailable()
 
-// storeFailure logs a store error and answers 503.
-func storeFailure(c echo.Context, logger *slog.Logger, op string, err error) error {
-	logger.LogAttrs(c.Request().Context(), slog.LevelError, "store operation failed",
-		slog.String("op", op), slog.String("request_id", requestID(c)), slog.String("error", err.Error()))
-	return writeRefusal(c, serverError)
-}
+// requestIDKey carries a request's id in its context, for every log line
+// written while serving it.
+type requestIDKey struct{}
 
-var errTooLarge = errors.New("request body too large")
-
-func readCapped(r io.Reader, limit int64) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(body)) > limit {
-		return nil, errTooLarge
-	}
-	return body, nil
-}
-
-const (
-	requestIDKey = "relayd.request_id"
-	routeKey     = "relayd.route"
-)
+const routeKey = "relayd.route"
 
 // setRoute names the route a request was dispatched to, for metrics.
 func setRoute(c echo.Context, route string) { c.Set(routeKey, route) }
@@ -85,8 +100,10 @@ func routeOf(c echo.Context) string {
 	return "unmatched"
 }
 
-func requestID(c echo.Context) string {
-	id, _ := c.Get(requestIDKey).(string)
+func requestID(c echo.Context) string { return requestIDOf(c.Request().Context()) }
+
+func requestIDOf(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
 }
 
@@ -110,21 +127,25 @@ func requestLog(logger *slog.Logger, observe observer) echo.MiddlewareFunc {
 			if id == "" || len(id) > 128 {
 				id = uuid.NewString()
 			}
-			c.Set(requestIDKey, id)
+			req := c.Request()
+			path := req.URL.EscapedPath()
+			c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey{}, id)))
 			c.Response().Header().Set("X-Request-ID", id)
-			err := next(c)
+			if err := next(c); err != nil {
+				c.Error(err)
+			}
 			took := time.Since(start)
 			if observe.answered != nil {
 				observe.answered(routeOf(c), c.Response().Status, took)
 			}
 			logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
 				slog.String("request_id", id),
-				slog.String("method", c.Request().Method),
-				slog.String("path", c.Request().URL.EscapedPath()),
+				slog.String("method", req.Method),
+				slog.String("path", path),
 				slog.Int("status", c.Response().Status),
 				slog.Duration("duration", took),
 			)
-			return err
+			return nil
 		}
 	}
 }
@@ -137,9 +158,7 @@ func recoverPanics(logger *slog.Logger) echo.MiddlewareFunc {
 			defer func() {
 				if p := recover(); p != nil {
 					logger.Error("panic while serving a request", slog.String("request_id", requestID(c)), slog.Any("panic", p))
-					if !c.Response().Committed {
-						err = writeRefusal(c, internalError())
-					}
+					err = internalError()
 				}
 			}()
 			return next(c)
@@ -152,24 +171,4 @@ func internalError() *protocol.Refusal {
 	r := protocol.RefuseWith(http.StatusInternalServerError, protocol.CodeServerError, "internal error")
 	r.Body.RetryAfter = 1
 	return r
-}
-
-// leaseRefusal maps a store refusal on a lease-scoped daemon call to the
-// reference's wire answer (A7.2), with relayd's G9 and D11 refusals added.
-func leaseRefusal(code store.RefusalCode) *protocol.Refusal {
-	switch code {
-	case store.RefusedNotFound:
-		return protocol.Refuse(protocol.CodeNotFound, protocol.MsgUnknownJob)
-	case store.RefusedNotHolder:
-		return protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgNotHolder)
-	case store.RefusedStaleLease:
-		return protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgStaleLease)
-	case store.RefusedNotReady:
-		return protocol.Refuse(protocol.CodeNotReady, protocol.MsgNotSealed)
-	case store.RefusedFinished:
-		return protocol.Refuse(protocol.CodeTooLate, protocol.MsgAlreadyFinished)
-	case store.RefusedOtherDevice:
-		return protocol.Refuse(protocol.CodeBadRequest, protocol.MsgResultFromOtherDevice)
-	}
-	return nil
 }

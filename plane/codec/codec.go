@@ -1,0 +1,132 @@
+// Package codec is the seam between relayd's HTTP plane and the wire
+// protocol versions it speaks (protocol-2.md §2.4). The plane routes a
+// request, reads its body once and has its classifier pick a Codec by the
+// version the request declares; the Codec authenticates the request,
+// decodes it, runs its endpoint and returns the answer's body, or an error
+// that the plane's one writer puts on the wire: a *protocol.Refusal as it
+// stands, a *StoreFailure as a retryable 503.
+//
+// What every version shares lives here too: the endpoint names each plane
+// routes, signature freshness on the relay clock, and the environment a
+// codec serves from. No HTTP framework appears in this package or in a
+// codec, so a codec is plain functions over values.
+package codec
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/projection"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// Plane is the half of the surface a request came in on.
+type Plane int
+
+const (
+	// Daemon is the daemon plane: <base>/<endpoint>, dispatched on the
+	// path's last segment.
+	Daemon Plane = iota
+	// Site is the site plane: the fixed /relay/site/<endpoint> routes.
+	Site
+)
+
+// DaemonEndpoint reports whether the daemon plane routes name. Every
+// protocol version has the same names (protocol-2.md §2.2); any other
+// name is an unknown path, answered before any version is looked at.
+func DaemonEndpoint(name string) bool {
+	switch name {
+	case "pair", "claim", "fetch", "result", "heartbeat", "release":
+		return true
+	}
+	return false
+}
+
+// SiteEndpoints lists the site plane's routes, each served at
+// /relay/site/<name> whatever the daemon plane's base path.
+func SiteEndpoints() []string {
+	return []string{"enqueue", "payload", "cancel", "pending", "results"}
+}
+
+// Unsigned reports whether a daemon endpoint is called without a
+// signature, which makes its rate limit the caller's address.
+func Unsigned(endpoint string) bool { return endpoint == "pair" }
+
+// Request is one routed request with its body read.
+type Request struct {
+	Plane Plane
+	// Endpoint is the route's name on its plane: "claim", "enqueue".
+	Endpoint string
+	// Header carries the signature.
+	Header http.Header
+	// RawQuery is the URL's query, still encoded; the site plane's reads
+	// take their siteId from it.
+	RawQuery string
+	// Body is empty for every method but POST.
+	Body *protocol.Body
+}
+
+// Codec serves the requests of one protocol version.
+type Codec interface {
+	// Serve authenticates, decodes and handles req, and returns the body
+	// of its 200 answer, or the error the plane's writer answers with.
+	Serve(ctx context.Context, req *Request) (any, error)
+}
+
+// Charge charges one request to key against a rate, returning the refusal
+// for a caller over it and nil otherwise.
+type Charge func(ctx context.Context, key string) *protocol.Refusal
+
+// Env is what the codecs serve from; the plane builds one for all of them.
+type Env struct {
+	// SiteID is the one site the relay routes for.
+	SiteID string
+	// LeaseMs is the lease length granted and renewed.
+	LeaseMs int64
+	// Store holds the routing state.
+	Store store.RoutingStore
+	// Projection returns the projection in force now.
+	Projection func() *projection.Projection
+	// Clock is the relay's own clock: signature freshness and serverTime.
+	Clock clock.Clock
+	// ChargeRunner limits each runner once its signature checks;
+	// ChargeSite each site. Neither is nil.
+	ChargeRunner, ChargeSite Charge
+}
+
+// NowMs reads the relay clock in milliseconds.
+func (e *Env) NowMs() int64 { return clock.UnixMilli(e.Clock) }
+
+// Verify checks a signature's freshness on the relay clock, then its key,
+// returning the refusal the protocol gives for a failure.
+func (e *Env) Verify(sig protocol.Signature, endpoint string, body *protocol.Body, identity string) *protocol.Refusal {
+	now := e.NowMs()
+	switch protocol.Verify(sig, endpoint, body.Raw(), identity, now) {
+	case protocol.Stale:
+		return protocol.ClockSkew(now)
+	case protocol.BadSignature:
+		return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgBadSignature)
+	}
+	return nil
+}
+
+// StoreFailure is a store operation that could not answer. The writer
+// logs it under Op and answers a retryable 503: every store operation is
+// atomic, so nothing was half-written.
+type StoreFailure struct {
+	Op  string
+	Err error
+}
+
+// Failed wraps the error of store operation op.
+func Failed(op string, err error) error { return &StoreFailure{Op: op, Err: err} }
+
+func (f *StoreFailure) Error() string {
+	return fmt.Sprintf("store operation %s failed: %v", f.Op, f.Err)
+}
+
+// Unwrap returns the store's error.
+func (f *StoreFailure) Unwrap() error { return f.Err }

@@ -1,0 +1,91 @@
+// Package codec0 serves wire protocol "0": the reference relay's daemon
+// and site planes (relay-behaviour.md A3–A15) with relayd's design
+// differences (design.md §3). For each request it authenticates the
+// caller, decodes the body strictly, runs the endpoint against the routing
+// store and returns the answer's body or a refusal; transport, routing,
+// version classification and writing are the plane's.
+//
+// Each endpoint is a function from a decoded, authenticated request to a
+// response or an error. Every store error goes through one table (see
+// refusals.go) that turns the store's refusals into this protocol's.
+package codec0
+
+import (
+	"context"
+
+	"github.com/byollm/relayd/plane/codec"
+	"github.com/byollm/relayd/protocol"
+)
+
+// Codec is protocol "0"'s codec.
+type Codec struct {
+	env    *codec.Env
+	daemon map[string]daemonRoute
+	site   map[string]siteRoute
+}
+
+var _ codec.Codec = (*Codec)(nil)
+
+// New returns the codec serving from env.
+func New(env *codec.Env) *Codec {
+	return &Codec{
+		env: env,
+		daemon: map[string]daemonRoute{
+			"claim":     daemonEndpoint[protocol.ClaimRequest, protocol.ClaimResponse]{decode: (*protocol.Body).Claim, handle: (*Codec).claim, stamps: true},
+			"fetch":     daemonEndpoint[protocol.FetchRequest, protocol.FetchResponse]{decode: (*protocol.Body).Fetch, handle: (*Codec).fetch, stamps: true},
+			"result":    daemonEndpoint[protocol.ResultRequest, protocol.ResultResponse]{decode: (*protocol.Body).Result, handle: (*Codec).result, stamps: true},
+			"heartbeat": daemonEndpoint[protocol.HeartbeatRequest, protocol.HeartbeatResponse]{decode: (*protocol.Body).Heartbeat, handle: (*Codec).heartbeat},
+			"release":   daemonEndpoint[protocol.ReleaseRequest, protocol.ReleaseResponse]{decode: (*protocol.Body).Release, handle: (*Codec).release},
+		},
+		site: map[string]siteRoute{
+			"enqueue": siteEndpoint[protocol.EnqueueRequest, protocol.EnqueueResponse]{
+				decode: fromBody((*protocol.Body).Enqueue), siteOf: func(v protocol.EnqueueRequest) string { return v.SiteID }, handle: (*Codec).enqueue},
+			"payload": siteEndpoint[protocol.PayloadRequest, protocol.PayloadResponse]{
+				decode: fromBody((*protocol.Body).Payload), siteOf: func(v protocol.PayloadRequest) string { return v.SiteID }, handle: (*Codec).payload},
+			"cancel": siteEndpoint[protocol.CancelRequest, protocol.CancelResponse]{
+				decode: fromBody((*protocol.Body).Cancel), siteOf: func(v protocol.CancelRequest) string { return v.SiteID }, handle: (*Codec).cancel},
+			"pending": siteEndpoint[protocol.SiteQuery, protocol.PendingResponse]{decode: fromQuery, siteOf: siteOfQuery, handle: (*Codec).pending},
+			"results": siteEndpoint[protocol.SiteQuery, protocol.ResultsResponse]{decode: fromQuery, siteOf: siteOfQuery, handle: (*Codec).results},
+		},
+	}
+}
+
+// Serve implements codec.Codec. The plane routes only the endpoints every
+// version has, so the final not-found is a guard, not a path a caller
+// can reach.
+func (c *Codec) Serve(ctx context.Context, req *codec.Request) (any, error) {
+	switch req.Plane {
+	case codec.Daemon:
+		if req.Endpoint == "pair" {
+			return answer(c.pair(ctx, req.Body))
+		}
+		if route, ok := c.daemon[req.Endpoint]; ok {
+			return c.daemonPlane(ctx, req, route)
+		}
+	case codec.Site:
+		if route, ok := c.site[req.Endpoint]; ok {
+			return c.sitePlane(ctx, req, route)
+		}
+	}
+	return nil, protocol.NotFoundPath()
+}
+
+// answer passes on a typed answer, or its error without the zero value.
+func answer[T any](v T, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func schemaRefusal() *protocol.Refusal {
+	return protocol.Refuse(protocol.CodeBadRequest, protocol.MsgSchema)
+}
+
+// nonNil keeps an empty list an empty JSON array rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

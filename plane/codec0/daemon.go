@@ -1,0 +1,125 @@
+package codec0
+
+import (
+	"context"
+
+	"github.com/byollm/relayd/plane/codec"
+	"github.com/byollm/relayd/projection"
+	"github.com/byollm/relayd/protocol"
+)
+
+// caller is an authenticated daemon-plane caller.
+type caller struct {
+	// device is the projection's record of the runner, which its presence
+	// was checked to match (G7): who the runner is, for every store call.
+	device projection.DeviceRecord
+	// proj is the projection the call was authenticated under; handlers
+	// decide with the same one, even if a reload lands meanwhile.
+	proj *projection.Projection
+	// consent is the owner's consent for the relay's site, looked up once.
+	consent   projection.ConsentRecord
+	consented bool
+	// unstamped is set while the caller's presence stamp is still owed:
+	// the endpoint's own store operation stamps it (the Touch flag), and a
+	// refusal given before that operation runs stamps it instead.
+	unstamped bool
+}
+
+// daemonRoute is one signed daemon endpoint, whatever its types.
+type daemonRoute interface {
+	// stampsInOperation reports whether the endpoint's store operation
+	// stamps the caller's presence itself.
+	stampsInOperation() bool
+	serve(ctx context.Context, c *Codec, who *caller, body *protocol.Body) (any, error)
+}
+
+// daemonEndpoint is a signed daemon endpoint: decode reads its body and
+// handle answers the decoded request.
+type daemonEndpoint[Req, Resp any] struct {
+	decode func(*protocol.Body) (Req, error)
+	handle func(c *Codec, ctx context.Context, who *caller, req Req) (Resp, error)
+	stamps bool
+}
+
+func (e daemonEndpoint[Req, Resp]) stampsInOperation() bool { return e.stamps }
+
+func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *caller, body *protocol.Body) (any, error) {
+	req, err := e.decode(body)
+	if err != nil {
+		return nil, c.refuse(ctx, who, schemaRefusal())
+	}
+	return answer(e.handle(c, ctx, who, req))
+}
+
+// daemonPlane runs the daemon-plane auth pipeline (A3, with relayd's G7
+// difference) and then the endpoint. From the consent check on, every
+// call stamps the runner's presence (G7) before its schema is checked:
+// here, or within the endpoint's own store operation, which saves a round
+// trip on the hot path.
+func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemonRoute) (any, error) {
+	who, err := c.authenticate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	who.unstamped = true
+	if !route.stampsInOperation() {
+		if err := c.touch(ctx, who); err != nil {
+			return nil, err
+		}
+	}
+	return route.serve(ctx, c, who, req.Body)
+}
+
+// authenticate identifies and verifies a daemon-plane caller, in the
+// reference's order, with relayd's rate limit once the signature checks.
+func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, error) {
+	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderRunner)
+	if !ok {
+		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned)
+	}
+	paired, found, err := c.env.Store.Presence(ctx, sig.CallerID)
+	if err != nil {
+		return nil, storeError("presence", err)
+	}
+	proj := c.env.Projection()
+	// A runner whose device record left the projection, or whose approved
+	// keys or owner changed since it paired, is no longer anyone the relay
+	// knows (G7); pairing again takes up what the projection says now.
+	dev, approved := proj.DeviceFor(sig.CallerID)
+	if !found || !approved || dev.Device != paired.Device || dev.Owner != paired.Owner {
+		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerNotKnown)
+	}
+	if refusal := c.env.Verify(sig, req.Endpoint, req.Body, dev.Device.Identity); refusal != nil {
+		return nil, refusal
+	}
+	// Charged only now, under the verified runner id: a stranger naming
+	// someone else's runner cannot spend that runner's tokens.
+	if refusal := c.env.ChargeRunner(ctx, "runner:"+dev.RunnerID); refusal != nil {
+		return nil, refusal
+	}
+	consent, consented := proj.ConsentFor(dev.Owner, c.env.SiteID)
+	if !consented && req.Endpoint != "heartbeat" {
+		return nil, protocol.Refuse(protocol.CodeRevoked, protocol.MsgRevoked)
+	}
+	return &caller{device: dev, proj: proj, consent: consent, consented: consented}, nil
+}
+
+// touch stamps the caller's presence on its own.
+func (c *Codec) touch(ctx context.Context, who *caller) error {
+	if _, err := c.env.Store.Touch(ctx, who.device.RunnerID); err != nil {
+		return storeError("touch", err)
+	}
+	who.unstamped = false
+	return nil
+}
+
+// refuse is a refusal given before the endpoint's store operation ran: it
+// stamps the caller's presence first when that is still owed.
+func (c *Codec) refuse(ctx context.Context, who *caller, refusal *protocol.Refusal) error {
+	if who.unstamped {
+		if err := c.touch(ctx, who); err != nil {
+			return err
+		}
+	}
+	return refusal
+}

@@ -1,0 +1,138 @@
+package codec0
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/byollm/relayd/plane/codec"
+	"github.com/byollm/relayd/projection"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// siteRoute is one site-plane route, whatever its types.
+type siteRoute interface {
+	serve(ctx context.Context, c *Codec, req *codec.Request, callerID string, site projection.SiteRecord) (any, error)
+}
+
+// siteEndpoint is a site-plane route: decode reads the request (its body,
+// or the query of a read), siteOf names the site the request claims to act
+// for, and handle answers it.
+type siteEndpoint[Req, Resp any] struct {
+	decode func(*codec.Request) (Req, error)
+	siteOf func(Req) string
+	handle func(c *Codec, ctx context.Context, site projection.SiteRecord, req Req) (Resp, error)
+}
+
+func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec.Request, callerID string, site projection.SiteRecord) (any, error) {
+	v, err := e.decode(req)
+	if err != nil {
+		return nil, schemaRefusal()
+	}
+	if e.siteOf(v) != callerID {
+		return nil, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotYourSite)
+	}
+	if callerID != c.env.SiteID {
+		return nil, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotRoutedForYou)
+	}
+	return answer(e.handle(c, ctx, site, v))
+}
+
+// fromBody decodes a site route's request from its body.
+func fromBody[Req any](decode func(*protocol.Body) (Req, error)) func(*codec.Request) (Req, error) {
+	return func(req *codec.Request) (Req, error) { return decode(req.Body) }
+}
+
+// fromQuery reads the siteId of a read route from the query; the body of
+// a POST to a read route is signed but otherwise ignored (A14).
+func fromQuery(req *codec.Request) (protocol.SiteQuery, error) {
+	query, _ := url.ParseQuery(req.RawQuery)
+	return protocol.DecodeSiteQuery(query.Get("siteId"))
+}
+
+func siteOfQuery(q protocol.SiteQuery) string { return q.SiteID }
+
+// sitePlane runs the site-plane auth pipeline (A4) and then the route.
+func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRoute) (any, error) {
+	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderSite)
+	if !ok {
+		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned)
+	}
+	site, ok := c.env.Projection().SiteFor(sig.CallerID)
+	if !ok {
+		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgSiteNotRegistered)
+	}
+	if refusal := c.env.Verify(sig, "site/"+req.Endpoint, req.Body, site.Site.Identity); refusal != nil {
+		return nil, refusal
+	}
+	if refusal := c.env.ChargeSite(ctx, "site:"+site.SiteID); refusal != nil {
+		return nil, refusal
+	}
+	return route.serve(ctx, c, req, sig.CallerID, site)
+}
+
+func (c *Codec) enqueue(ctx context.Context, site projection.SiteRecord, req protocol.EnqueueRequest) (protocol.EnqueueResponse, error) {
+	if keyID, ok := protocol.KeyIDOf(site.Site.Identity); !ok || req.Stub.Site != keyID {
+		return protocol.EnqueueResponse{}, protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgStubWrongSite)
+	}
+	res, err := c.env.Store.Enqueue(ctx, store.EnqueueInput{SiteID: site.SiteID, Stub: req.Stub})
+	if err != nil {
+		return protocol.EnqueueResponse{}, storeError("enqueue", err)
+	}
+	return protocol.EnqueueResponse{JobID: req.Stub.ID, State: string(res.State)}, nil
+}
+
+func (c *Codec) payload(ctx context.Context, site projection.SiteRecord, req protocol.PayloadRequest) (protocol.PayloadResponse, error) {
+	if err := c.env.Store.Payload(ctx, store.PayloadInput{JobID: req.JobID, SiteID: site.SiteID, Envelope: req.Envelope}); err != nil {
+		return protocol.PayloadResponse{}, storeError(opPayload, err)
+	}
+	return protocol.PayloadResponse{JobID: req.JobID, State: string(store.Ready)}, nil
+}
+
+func (c *Codec) cancel(ctx context.Context, site projection.SiteRecord, req protocol.CancelRequest) (protocol.CancelResponse, error) {
+	ok, err := c.env.Store.Cancel(ctx, store.CancelInput{JobID: req.JobID, SiteID: site.SiteID})
+	if err != nil {
+		return protocol.CancelResponse{}, storeError("cancel", err)
+	}
+	return protocol.CancelResponse{Cancelled: ok}, nil
+}
+
+func (c *Codec) pending(ctx context.Context, site projection.SiteRecord, _ protocol.SiteQuery) (protocol.PendingResponse, error) {
+	if _, err := c.env.Store.Sweep(ctx); err != nil {
+		return protocol.PendingResponse{}, storeError("sweep", err)
+	}
+	jobs, err := c.env.Store.Pending(ctx, site.SiteID)
+	if err != nil {
+		return protocol.PendingResponse{}, storeError("awaiting", err)
+	}
+	out := make([]protocol.PendingJob, 0, len(jobs))
+	for _, j := range jobs {
+		if j.ClaimedBy == nil {
+			continue
+		}
+		out = append(out, protocol.PendingJob{
+			JobID: j.ID, Device: j.ClaimedBy.Device, RunnerID: j.ClaimedBy.RunnerID, LeaseID: j.ClaimedBy.LeaseID,
+			AwaitingUntil: j.AwaitingUntil, LeaseExpiresAt: j.ClaimedBy.LeaseExpiresAt,
+		})
+	}
+	return protocol.PendingResponse{Jobs: out}, nil
+}
+
+func (c *Codec) results(ctx context.Context, site projection.SiteRecord, _ protocol.SiteQuery) (protocol.ResultsResponse, error) {
+	jobs, err := c.env.Store.Results(ctx, site.SiteID)
+	if err != nil {
+		return protocol.ResultsResponse{}, storeError("finished", err)
+	}
+	out := make([]protocol.FinishedJob, 0, len(jobs))
+	for _, j := range jobs {
+		if j.ClaimedBy == nil || j.Result == nil {
+			continue
+		}
+		out = append(out, protocol.FinishedJob{
+			JobID: j.ID, Envelope: *j.Result, Disposition: j.Disposition, RunnerID: j.ClaimedBy.RunnerID,
+			LeaseID: j.ClaimedBy.LeaseID, Device: j.ClaimedBy.Device, RunnerOwner: j.ClaimedBy.Owner,
+		})
+	}
+	return protocol.ResultsResponse{Jobs: out}, nil
+}
