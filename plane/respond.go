@@ -107,15 +107,16 @@ func requestIDOf(ctx context.Context) string {
 	return id
 }
 
-// requestLog tags each request with an id (the caller's X-Request-ID when it
-// sends a sane one) and logs one line when it ends. It logs no body, no
-// signature and no query: nothing a caller sent beyond its route.
 // observer is told when requests begin and are answered; either may be nil.
 type observer struct {
 	started  func()
 	answered func(route string, status int, took time.Duration)
 }
 
+// requestLog tags each request with an id (the caller's X-Request-ID when it
+// sends a sane one), has the writer answer any error, and logs one line
+// when the request ends. It logs no body, no signature and no query:
+// nothing a caller sent beyond its route.
 func requestLog(logger *slog.Logger, observe observer) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -123,12 +124,12 @@ func requestLog(logger *slog.Logger, observe observer) echo.MiddlewareFunc {
 			if observe.started != nil {
 				observe.started()
 			}
-			id := c.Request().Header.Get("X-Request-ID")
+			req := c.Request()
+			path := req.URL.EscapedPath() // before dot segments are resolved
+			id := req.Header.Get("X-Request-ID")
 			if id == "" || len(id) > 128 {
 				id = uuid.NewString()
 			}
-			req := c.Request()
-			path := req.URL.EscapedPath()
 			c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey{}, id)))
 			c.Response().Header().Set("X-Request-ID", id)
 			if err := next(c); err != nil {
