@@ -3,8 +3,12 @@
 // this package so that moving to another router touches nothing else.
 //
 // Routing follows the reference relay exactly: dispatch is on the escaped
-// request path, site-plane paths are fixed, and anything under the base path
-// is dispatched by its last segment.
+// request path with its dot segments resolved, echo's router serves the
+// fixed site-plane paths, and anything under the base path is dispatched by
+// its last segment. For each routed request the plane reads the body once,
+// its classifier picks the codec of the protocol version the request
+// declares (plane/codec0 serves protocol "0"), and the codec's answer or
+// error goes to one writer, echo's error handler.
 package plane
 
 import (
@@ -121,9 +125,9 @@ func New(cfg Config) *Relay {
 func (r *Relay) Handler() http.Handler { return r.public }
 
 // newEcho returns an echo instance with relayd's middleware: request ids,
-// one log line per request, panics turned into a JSON 500, and the one
-// writer of every refusal and failure as its error handler. Both run
-// before routing, so that they see every request.
+// one log line per request and panics turned into a JSON 500, run before
+// routing so that they see every request; and the one writer of every
+// refusal and failure as its error handler.
 func newEcho(logger *slog.Logger, observe observer) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
