@@ -199,3 +199,16 @@ type CancelRequest struct {
 type SiteQuery struct {
 	SiteID string `json:"siteId"`
 }
+
+// ForSite names the site a site-plane request says it acts for, which the
+// relay checks against the site that signed it.
+func (r EnqueueRequest) ForSite() string { return r.SiteID }
+
+// ForSite names the site the request says it acts for.
+func (r PayloadRequest) ForSite() string { return r.SiteID }
+
+// ForSite names the site the request says it acts for.
+func (r CancelRequest) ForSite() string { return r.SiteID }
+
+// ForSite names the site the query says it acts for.
+func (q SiteQuery) ForSite() string { return q.SiteID }

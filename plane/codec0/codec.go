@@ -28,24 +28,25 @@ var _ codec.Codec = (*Codec)(nil)
 
 // New returns the codec serving from env.
 func New(env *codec.Env) *Codec {
+	// Claim, fetch and result stamp the caller's presence within their
+	// own store operation, saving a round trip on the hot path; the others
+	// have it touched first.
+	const inOperation, touchFirst = true, false
 	return &Codec{
 		env: env,
 		daemon: map[string]daemonRoute{
-			"claim":     daemonEndpoint[protocol.ClaimRequest, protocol.ClaimResponse]{decode: (*protocol.Body).Claim, handle: (*Codec).claim, stamps: true},
-			"fetch":     daemonEndpoint[protocol.FetchRequest, protocol.FetchResponse]{decode: (*protocol.Body).Fetch, handle: (*Codec).fetch, stamps: true},
-			"result":    daemonEndpoint[protocol.ResultRequest, protocol.ResultResponse]{decode: (*protocol.Body).Result, handle: (*Codec).result, stamps: true},
-			"heartbeat": daemonEndpoint[protocol.HeartbeatRequest, protocol.HeartbeatResponse]{decode: (*protocol.Body).Heartbeat, handle: (*Codec).heartbeat},
-			"release":   daemonEndpoint[protocol.ReleaseRequest, protocol.ReleaseResponse]{decode: (*protocol.Body).Release, handle: (*Codec).release},
+			"claim":     signed((*protocol.Body).Claim, (*Codec).claim, inOperation),
+			"fetch":     signed((*protocol.Body).Fetch, (*Codec).fetch, inOperation),
+			"result":    signed((*protocol.Body).Result, (*Codec).result, inOperation),
+			"heartbeat": signed((*protocol.Body).Heartbeat, (*Codec).heartbeat, touchFirst),
+			"release":   signed((*protocol.Body).Release, (*Codec).release, touchFirst),
 		},
 		site: map[string]siteRoute{
-			"enqueue": siteEndpoint[protocol.EnqueueRequest, protocol.EnqueueResponse]{
-				decode: fromBody((*protocol.Body).Enqueue), siteOf: func(v protocol.EnqueueRequest) string { return v.SiteID }, handle: (*Codec).enqueue},
-			"payload": siteEndpoint[protocol.PayloadRequest, protocol.PayloadResponse]{
-				decode: fromBody((*protocol.Body).Payload), siteOf: func(v protocol.PayloadRequest) string { return v.SiteID }, handle: (*Codec).payload},
-			"cancel": siteEndpoint[protocol.CancelRequest, protocol.CancelResponse]{
-				decode: fromBody((*protocol.Body).Cancel), siteOf: func(v protocol.CancelRequest) string { return v.SiteID }, handle: (*Codec).cancel},
-			"pending": siteEndpoint[protocol.SiteQuery, protocol.PendingResponse]{decode: fromQuery, siteOf: siteOfQuery, handle: (*Codec).pending},
-			"results": siteEndpoint[protocol.SiteQuery, protocol.ResultsResponse]{decode: fromQuery, siteOf: siteOfQuery, handle: (*Codec).results},
+			"enqueue": forSite(fromBody((*protocol.Body).Enqueue), (*Codec).enqueue),
+			"payload": forSite(fromBody((*protocol.Body).Payload), (*Codec).payload),
+			"cancel":  forSite(fromBody((*protocol.Body).Cancel), (*Codec).cancel),
+			"pending": forSite(fromQuery, (*Codec).pending),
+			"results": forSite(fromQuery, (*Codec).results),
 		},
 	}
 }

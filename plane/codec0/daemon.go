@@ -41,6 +41,13 @@ type daemonEndpoint[Req, Resp any] struct {
 	stamps bool
 }
 
+// signed is the daemon endpoint decode reads and handle answers.
+// stamps says whether handle's store operation stamps the caller's
+// presence itself.
+func signed[Req, Resp any](decode func(*protocol.Body) (Req, error), handle func(*Codec, context.Context, *caller, Req) (Resp, error), stamps bool) daemonRoute {
+	return daemonEndpoint[Req, Resp]{decode: decode, handle: handle, stamps: stamps}
+}
+
 func (e daemonEndpoint[Req, Resp]) stampsInOperation() bool { return e.stamps }
 
 func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *caller, body *protocol.Body) (any, error) {

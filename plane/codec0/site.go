@@ -16,13 +16,20 @@ type siteRoute interface {
 	serve(ctx context.Context, c *Codec, req *codec.Request, callerID string, site projection.SiteRecord) (any, error)
 }
 
+// siteRequest is a decoded site-plane request, which names the site it
+// says it acts for.
+type siteRequest interface{ ForSite() string }
+
 // siteEndpoint is a site-plane route: decode reads the request (its body,
-// or the query of a read), siteOf names the site the request claims to act
-// for, and handle answers it.
-type siteEndpoint[Req, Resp any] struct {
+// or the query of a read) and handle answers it.
+type siteEndpoint[Req siteRequest, Resp any] struct {
 	decode func(*codec.Request) (Req, error)
-	siteOf func(Req) string
 	handle func(c *Codec, ctx context.Context, site projection.SiteRecord, req Req) (Resp, error)
+}
+
+// forSite is the site route decode reads and handle answers.
+func forSite[Req siteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, projection.SiteRecord, Req) (Resp, error)) siteRoute {
+	return siteEndpoint[Req, Resp]{decode: decode, handle: handle}
 }
 
 func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec.Request, callerID string, site projection.SiteRecord) (any, error) {
@@ -30,7 +37,7 @@ func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec
 	if err != nil {
 		return nil, schemaRefusal()
 	}
-	if e.siteOf(v) != callerID {
+	if v.ForSite() != callerID {
 		return nil, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotYourSite)
 	}
 	if callerID != c.env.SiteID {
@@ -50,8 +57,6 @@ func fromQuery(req *codec.Request) (protocol.SiteQuery, error) {
 	query, _ := url.ParseQuery(req.RawQuery)
 	return protocol.DecodeSiteQuery(query.Get("siteId"))
 }
-
-func siteOfQuery(q protocol.SiteQuery) string { return q.SiteID }
 
 // sitePlane runs the site-plane auth pipeline (A4) and then the route.
 func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRoute) (any, error) {
