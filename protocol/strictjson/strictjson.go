@@ -240,81 +240,81 @@ func (p *parser) literal(word string, v Value) (Value, error) {
 	return v, nil
 }
 
-func (p *parser) object(depth int) (Value, error) {
+// items reads an object or array at depth from its opening bracket to
+// closing, calling item for each member or element.
+func (p *parser) items(depth int, closing byte, item func() error) error {
 	if depth > MaxDepth {
-		return Value{}, p.fail(ErrTooDeep, "")
+		return p.fail(ErrTooDeep, "")
 	}
-	p.pos++ // '{'
-	v := Value{Kind: Object, Members: []Member{}}
+	p.pos++
 	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+	if p.pos < len(p.data) && p.data[p.pos] == closing {
 		p.pos++
-		return v, nil
+		return nil
 	}
-	// A map keeps the duplicate check linear however many keys arrive.
-	seen := make(map[string]struct{})
 	for {
 		p.skipSpace()
+		if err := item(); err != nil {
+			return err
+		}
+		done, err := p.afterItem(closing)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+func (p *parser) object(depth int) (Value, error) {
+	v := Value{Kind: Object, Members: []Member{}}
+	// A map keeps the duplicate check linear however many keys arrive.
+	seen := make(map[string]struct{})
+	err := p.items(depth, '}', func() error {
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-			return Value{}, p.fail(ErrSyntax, "expected a string key")
+			return p.fail(ErrSyntax, "expected a string key")
 		}
 		keyAt := p.pos
 		key, err := p.str()
 		if err != nil {
-			return Value{}, err
+			return err
 		}
 		// Keys compare after unescaping: "a" and "\u0061" are one key.
 		if _, dup := seen[key]; dup {
-			return Value{}, &Error{Offset: keyAt, Err: ErrDuplicateKey, Detail: shortQuote(key)}
+			return &Error{Offset: keyAt, Err: ErrDuplicateKey, Detail: shortQuote(key)}
 		}
 		seen[key] = struct{}{}
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return Value{}, p.fail(ErrSyntax, "expected ':'")
+			return p.fail(ErrSyntax, "expected ':'")
 		}
 		p.pos++
 		p.skipSpace()
 		member, err := p.value(depth)
 		if err != nil {
-			return Value{}, err
+			return err
 		}
 		v.Members = append(v.Members, Member{Key: key, Value: member})
-		done, err := p.afterItem('}')
-		if err != nil {
-			return Value{}, err
-		}
-		if done {
-			return v, nil
-		}
+		return nil
+	})
+	if err != nil {
+		return Value{}, err
 	}
+	return v, nil
 }
 
 func (p *parser) array(depth int) (Value, error) {
-	if depth > MaxDepth {
-		return Value{}, p.fail(ErrTooDeep, "")
-	}
-	p.pos++ // '['
 	v := Value{Kind: Array, Items: []Value{}}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		return v, nil
-	}
-	for {
-		p.skipSpace()
+	err := p.items(depth, ']', func() error {
 		item, err := p.value(depth)
 		if err != nil {
-			return Value{}, err
+			return err
 		}
 		v.Items = append(v.Items, item)
-		done, err := p.afterItem(']')
-		if err != nil {
-			return Value{}, err
-		}
-		if done {
-			return v, nil
-		}
+		return nil
+	})
+	if err != nil {
+		return Value{}, err
 	}
+	return v, nil
 }
 
 // afterItem reads what follows a member or an item: a ',' before another,
