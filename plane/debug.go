@@ -33,11 +33,11 @@ func (r *Relay) serveDebug(c echo.Context) error {
 	ctx := c.Request().Context()
 	jobs, err := r.cfg.Store.Jobs(ctx, debugLimit)
 	if err != nil {
-		return codec.Failed("jobs", err)
+		return codec.Failed(store.OpJobs, err)
 	}
 	people, err := r.cfg.Store.Runners(ctx, debugLimit)
 	if err != nil {
-		return codec.Failed("everyone", err)
+		return codec.Failed(store.OpRunners, err)
 	}
 	now := r.nowMs()
 	proj := r.projection()

@@ -53,7 +53,7 @@ func errorWriter(logger *slog.Logger) echo.HTTPErrorHandler {
 		case errors.As(err, &refusal):
 		case errors.As(err, &failure):
 			logger.LogAttrs(c.Request().Context(), slog.LevelError, "store operation failed",
-				slog.String("op", failure.Op), slog.String("request_id", requestID(c)), slog.String("error", failure.Err.Error()))
+				slog.String("op", failure.Op.String()), slog.String("request_id", requestID(c)), slog.String("error", failure.Err.Error()))
 			refusal = serverError
 		case errors.As(err, &routing):
 			refusal = protocol.NotFoundPath()

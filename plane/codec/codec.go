@@ -117,12 +117,12 @@ func (e *Env) Verify(sig protocol.Signature, endpoint string, body *protocol.Bod
 // logs it under Op and answers a retryable 503: every store operation is
 // atomic, so nothing was half-written.
 type StoreFailure struct {
-	Op  string
+	Op  store.Op
 	Err error
 }
 
 // Failed wraps the error of store operation op.
-func Failed(op string, err error) error { return &StoreFailure{Op: op, Err: err} }
+func Failed(op store.Op, err error) error { return &StoreFailure{Op: op, Err: err} }
 
 func (f *StoreFailure) Error() string {
 	return fmt.Sprintf("store operation %s failed: %v", f.Op, f.Err)

@@ -6,6 +6,7 @@ import (
 	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
 )
 
 // caller is an authenticated daemon-plane caller.
@@ -86,7 +87,7 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	}
 	paired, found, err := c.env.Store.Presence(ctx, sig.CallerID)
 	if err != nil {
-		return nil, storeError("presence", err)
+		return nil, storeError(store.OpPresence, err)
 	}
 	proj := c.env.Projection()
 	// A runner whose device record left the projection, or whose approved
@@ -114,7 +115,7 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 // touch stamps the caller's presence on its own.
 func (c *Codec) touch(ctx context.Context, who *caller) error {
 	if _, err := c.env.Store.Touch(ctx, who.device.RunnerID); err != nil {
-		return storeError("touch", err)
+		return storeError(store.OpTouch, err)
 	}
 	who.unstamped = false
 	return nil

@@ -40,7 +40,7 @@ func (c *Codec) pair(ctx context.Context, body *protocol.Body) (protocol.PairRes
 	// so storing what was sent would let anyone roll a device back to a
 	// retired encryption key (G7).
 	if _, err := c.env.Store.Pair(ctx, store.PairInput{RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device}); err != nil {
-		return none, storeError("seen", err)
+		return none, storeError(store.OpPair, err)
 	}
 	return protocol.PairResponse{ProtocolVersion: protocol.Version, RunnerID: approved.RunnerID, Site: site.Site}, nil
 }
@@ -60,7 +60,7 @@ func (c *Codec) claim(ctx context.Context, who *caller, req protocol.ClaimReques
 		Routes: c.routes(who), Kinds: kinds, Max: req.Max, LeaseMs: c.env.LeaseMs, Touch: true,
 	})
 	if err != nil {
-		return protocol.ClaimResponse{}, storeError("claim", err)
+		return protocol.ClaimResponse{}, storeError(store.OpClaim, err)
 	}
 	return protocol.ClaimResponse{Jobs: nonNil(jobs), LeaseMs: c.env.LeaseMs}, nil
 }
@@ -85,7 +85,7 @@ func (c *Codec) routes(who *caller) []store.Route {
 func (c *Codec) fetch(ctx context.Context, who *caller, req protocol.FetchRequest) (protocol.FetchResponse, error) {
 	env, err := c.env.Store.Fetch(ctx, store.LeaseInput{JobID: req.JobID, RunnerID: who.device.RunnerID, LeaseID: req.LeaseID, Touch: true})
 	if err != nil {
-		return protocol.FetchResponse{}, storeError("takePayload", err)
+		return protocol.FetchResponse{}, storeError(store.OpFetch, err)
 	}
 	return protocol.FetchResponse{Envelope: env}, nil
 }
@@ -97,7 +97,7 @@ func (c *Codec) result(ctx context.Context, who *caller, req protocol.ResultRequ
 		Disposition: req.Disposition,
 	})
 	if err != nil {
-		return protocol.ResultResponse{}, storeError("complete", err)
+		return protocol.ResultResponse{}, storeError(store.OpResult, err)
 	}
 	return protocol.ResultResponse{Accepted: !res.Duplicate, Duplicate: res.Duplicate, State: string(store.Done)}, nil
 }
@@ -107,7 +107,7 @@ func (c *Codec) result(ctx context.Context, who *caller, req protocol.ResultRequ
 func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.HeartbeatRequest) (protocol.HeartbeatResponse, error) {
 	serverTime := c.env.NowMs()
 	if _, err := c.env.Store.Sweep(ctx); err != nil {
-		return protocol.HeartbeatResponse{}, storeError("sweep", err)
+		return protocol.HeartbeatResponse{}, storeError(store.OpSweep, err)
 	}
 	if !who.consented {
 		lost := make([]string, 0, len(req.ActiveLeases))
@@ -119,11 +119,11 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.Heartbe
 	runner := who.device.RunnerID
 	cancel, err := c.env.Store.CancelRequests(ctx, runner)
 	if err != nil {
-		return protocol.HeartbeatResponse{}, storeError("cancelRequests", err)
+		return protocol.HeartbeatResponse{}, storeError(store.OpCancelRequests, err)
 	}
 	renewed, err := c.env.Store.Renew(ctx, store.RenewInput{RunnerID: runner, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs})
 	if err != nil {
-		return protocol.HeartbeatResponse{}, storeError("renewLeases", err)
+		return protocol.HeartbeatResponse{}, storeError(store.OpRenew, err)
 	}
 	return protocol.HeartbeatResponse{Revoked: false, Cancel: nonNil(cancel), Lost: nonNil(renewed.Lost), ServerTime: serverTime}, nil
 }
@@ -131,7 +131,7 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.Heartbe
 func (c *Codec) release(ctx context.Context, who *caller, req protocol.ReleaseRequest) (protocol.ReleaseResponse, error) {
 	released, err := c.env.Store.Release(ctx, store.ReleaseInput{RunnerID: who.device.RunnerID, Leases: req.Leases, Reason: req.Reason})
 	if err != nil {
-		return protocol.ReleaseResponse{}, storeError("releaseLeases", err)
+		return protocol.ReleaseResponse{}, storeError(store.OpRelease, err)
 	}
 	return protocol.ReleaseResponse{Released: nonNil(released)}, nil
 }

@@ -12,7 +12,7 @@ import (
 
 // storeError is the answer to an error from store operation op: the wire
 // refusal a store refusal maps to, or else a store failure.
-func storeError(op string, err error) error {
+func storeError(op store.Op, err error) error {
 	var refused *store.Refusal
 	if errors.As(err, &refused) {
 		if refusal := wireRefusal(op, refused); refusal != nil {
@@ -28,7 +28,7 @@ func storeError(op string, err error) error {
 // plane's (A11.3, A12.2), and relayd's stale-seal refusals (D11). A code
 // it does not know is no refusal of this protocol's, and answers as a
 // failure.
-func wireRefusal(op string, r *store.Refusal) *protocol.Refusal {
+func wireRefusal(op store.Op, r *store.Refusal) *protocol.Refusal {
 	switch r.Code {
 	case store.RefusedNotFound:
 		return protocol.Refuse(protocol.CodeNotFound, protocol.MsgUnknownJob)
@@ -49,13 +49,10 @@ func wireRefusal(op string, r *store.Refusal) *protocol.Refusal {
 		// for an earlier holder gets the status and code of a late seal,
 		// which sites already handle; a result the holder did not seal
 		// could never be verified by the site, so it is a bad request.
-		if op == opPayload {
+		if op == store.OpPayload {
 			return protocol.Refuse(protocol.CodeTooLate, protocol.MsgSealedForOtherDevice)
 		}
 		return protocol.Refuse(protocol.CodeBadRequest, protocol.MsgResultFromOtherDevice)
 	}
 	return nil
 }
-
-// opPayload names the store operation behind site/payload in logs.
-const opPayload = "seal"

@@ -83,14 +83,14 @@ func (c *Codec) enqueue(ctx context.Context, site projection.SiteRecord, req pro
 	}
 	res, err := c.env.Store.Enqueue(ctx, store.EnqueueInput{SiteID: site.SiteID, Stub: req.Stub})
 	if err != nil {
-		return protocol.EnqueueResponse{}, storeError("enqueue", err)
+		return protocol.EnqueueResponse{}, storeError(store.OpEnqueue, err)
 	}
 	return protocol.EnqueueResponse{JobID: req.Stub.ID, State: string(res.State)}, nil
 }
 
 func (c *Codec) payload(ctx context.Context, site projection.SiteRecord, req protocol.PayloadRequest) (protocol.PayloadResponse, error) {
 	if err := c.env.Store.Payload(ctx, store.PayloadInput{JobID: req.JobID, SiteID: site.SiteID, Envelope: req.Envelope}); err != nil {
-		return protocol.PayloadResponse{}, storeError(opPayload, err)
+		return protocol.PayloadResponse{}, storeError(store.OpPayload, err)
 	}
 	return protocol.PayloadResponse{JobID: req.JobID, State: string(store.Ready)}, nil
 }
@@ -98,18 +98,18 @@ func (c *Codec) payload(ctx context.Context, site projection.SiteRecord, req pro
 func (c *Codec) cancel(ctx context.Context, site projection.SiteRecord, req protocol.CancelRequest) (protocol.CancelResponse, error) {
 	ok, err := c.env.Store.Cancel(ctx, store.CancelInput{JobID: req.JobID, SiteID: site.SiteID})
 	if err != nil {
-		return protocol.CancelResponse{}, storeError("cancel", err)
+		return protocol.CancelResponse{}, storeError(store.OpCancel, err)
 	}
 	return protocol.CancelResponse{Cancelled: ok}, nil
 }
 
 func (c *Codec) pending(ctx context.Context, site projection.SiteRecord, _ protocol.SiteQuery) (protocol.PendingResponse, error) {
 	if _, err := c.env.Store.Sweep(ctx); err != nil {
-		return protocol.PendingResponse{}, storeError("sweep", err)
+		return protocol.PendingResponse{}, storeError(store.OpSweep, err)
 	}
 	jobs, err := c.env.Store.Pending(ctx, site.SiteID)
 	if err != nil {
-		return protocol.PendingResponse{}, storeError("awaiting", err)
+		return protocol.PendingResponse{}, storeError(store.OpPending, err)
 	}
 	out := make([]protocol.PendingJob, 0, len(jobs))
 	for _, j := range jobs {
@@ -127,7 +127,7 @@ func (c *Codec) pending(ctx context.Context, site projection.SiteRecord, _ proto
 func (c *Codec) results(ctx context.Context, site projection.SiteRecord, _ protocol.SiteQuery) (protocol.ResultsResponse, error) {
 	jobs, err := c.env.Store.Results(ctx, site.SiteID)
 	if err != nil {
-		return protocol.ResultsResponse{}, storeError("finished", err)
+		return protocol.ResultsResponse{}, storeError(store.OpResults, err)
 	}
 	out := make([]protocol.FinishedJob, 0, len(jobs))
 	for _, j := range jobs {
