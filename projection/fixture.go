@@ -14,6 +14,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/byollm/relayd/protocol"
@@ -30,10 +32,16 @@ type Fixture struct {
 	Revoked  []RevocationRecord `json:"revoked"`
 }
 
-// SiteRecord registers a site and its public keys.
+// SiteRecord registers a site and its public keys. Succeeds and
+// RetiringUntil come with protocol "2" and describe a key rotation: Succeeds
+// lists the site's earlier keys, newest predecessor first, and
+// RetiringUntil (epoch milliseconds, zero when absent) is when they stop
+// signing site-plane calls. A fixture without them reads as before.
 type SiteRecord struct {
-	SiteID string                  `json:"siteId"`
-	Site   protocol.PublicIdentity `json:"site"`
+	SiteID        string                  `json:"siteId"`
+	Site          protocol.PublicIdentity `json:"site"`
+	Succeeds      []Succession            `json:"succeeds,omitempty"`
+	RetiringUntil int64                   `json:"retiringUntil,omitempty"`
 }
 
 // ConsentRecord says that Owner allows jobs for SiteID to be routed to their
@@ -54,10 +62,13 @@ type RosterRecord struct {
 }
 
 // DeviceRecord approves one device of Owner, known to the relay as RunnerID.
+// Revoked (protocol "2", absent means false) keeps the record, so the device
+// still pairs, but refuses its signed calls.
 type DeviceRecord struct {
 	Owner    string                  `json:"owner"`
 	RunnerID string                  `json:"runnerId"`
 	Device   protocol.PublicIdentity `json:"device"`
+	Revoked  bool                    `json:"revoked,omitempty"`
 }
 
 // RevocationRecord withdraws Owner's consent for SiteID. It wins over any
@@ -120,79 +131,85 @@ func Parse(data []byte) (*Fixture, error) {
 }
 
 // Validate checks what the schema requires of a fixture built in code:
-// every string field non-empty, every member name non-empty. Nil lists are
-// fine and mean empty.
+// every string field non-empty, every member name non-empty, and for
+// protocol "2" a succession chain of at most MaxSuccessionChain links whose
+// signatures verify (see VerifySuccessions) and a retiringUntil that is a
+// positive safe integer when present. Nil lists are fine and mean empty.
 func (f *Fixture) Validate() error {
 	if f == nil {
 		return errors.New("fixture: nil fixture")
 	}
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("fixture: "+format+": must be a non-empty string", args...))
-	}
-	identity := func(at string, p protocol.PublicIdentity) {
-		if p.Identity == "" {
-			bad("%s.identity", at)
-		}
-		if p.Encryption == "" {
-			bad("%s.encryption", at)
-		}
-		if p.EncryptionSig == "" {
-			bad("%s.encryptionSig", at)
-		}
-	}
+	var v validator
 	for i, s := range f.Sites {
-		if s.SiteID == "" {
-			bad("sites[%d].siteId", i)
-		}
-		identity(fmt.Sprintf("sites[%d].site", i), s.Site)
+		v.site(i, s)
 	}
 	for i, c := range f.Consents {
-		if c.Owner == "" {
-			bad("consents[%d].owner", i)
-		}
-		if c.SiteID == "" {
-			bad("consents[%d].siteId", i)
-		}
+		v.nonEmpty(c.Owner, "consents[%d].owner", i)
+		v.nonEmpty(c.SiteID, "consents[%d].siteId", i)
 	}
 	for i, d := range f.Devices {
-		if d.Owner == "" {
-			bad("devices[%d].owner", i)
-		}
-		if d.RunnerID == "" {
-			bad("devices[%d].runnerId", i)
-		}
-		identity(fmt.Sprintf("devices[%d].device", i), d.Device)
+		v.nonEmpty(d.Owner, "devices[%d].owner", i)
+		v.nonEmpty(d.RunnerID, "devices[%d].runnerId", i)
+		v.identity(fmt.Sprintf("devices[%d].device", i), d.Device)
 	}
 	for i, r := range f.Rosters {
-		if r.ID == "" {
-			bad("rosters[%d].id", i)
-		}
-		if r.Owner == "" {
-			bad("rosters[%d].owner", i)
-		}
+		v.nonEmpty(r.ID, "rosters[%d].id", i)
+		v.nonEmpty(r.Owner, "rosters[%d].owner", i)
 		for j, m := range r.Members {
-			if m == "" {
-				bad("rosters[%d].members[%d]", i, j)
-			}
+			v.nonEmpty(m, "rosters[%d].members[%d]", i, j)
 		}
 	}
 	for i, r := range f.Revoked {
-		if r.Owner == "" {
-			bad("revoked[%d].owner", i)
-		}
-		if r.SiteID == "" {
-			bad("revoked[%d].siteId", i)
-		}
+		v.nonEmpty(r.Owner, "revoked[%d].owner", i)
+		v.nonEmpty(r.SiteID, "revoked[%d].siteId", i)
 	}
-	return errors.Join(errs...)
+	return errors.Join(v.errs...)
+}
+
+// validator collects every schema violation of a fixture, so an operator
+// fixing the file sees them all at once.
+type validator struct{ errs []error }
+
+func (v *validator) fail(err error) { v.errs = append(v.errs, fmt.Errorf("fixture: %w", err)) }
+
+func (v *validator) nonEmpty(s string, format string, args ...any) {
+	if s == "" {
+		v.fail(fmt.Errorf(format+": must be a non-empty string", args...))
+	}
+}
+
+func (v *validator) identity(at string, p protocol.PublicIdentity) {
+	v.nonEmpty(p.Identity, "%s.identity", at)
+	v.nonEmpty(p.Encryption, "%s.encryption", at)
+	v.nonEmpty(p.EncryptionSig, "%s.encryptionSig", at)
+}
+
+func (v *validator) site(i int, s SiteRecord) {
+	v.nonEmpty(s.SiteID, "sites[%d].siteId", i)
+	v.identity(fmt.Sprintf("sites[%d].site", i), s.Site)
+	if s.RetiringUntil < 0 || s.RetiringUntil > maxSafeInteger {
+		v.fail(fmt.Errorf("sites[%d].retiringUntil: must be a positive safe integer", i))
+	}
+	for j, link := range s.Succeeds {
+		at := fmt.Sprintf("sites[%d].succeeds[%d]", i, j)
+		v.identity(at+".identity", link.Identity)
+		v.nonEmpty(link.Signature, "%s.signature", at)
+	}
+	if err := VerifySuccessions(s); err != nil {
+		v.fail(fmt.Errorf("sites[%d].succeeds: %w", i, err))
+	}
 }
 
 // clone returns a deep copy of f with nil lists replaced by empty ones, so
 // a Projection never shares memory with its caller.
 func (f *Fixture) clone() *Fixture {
 	c := Empty()
-	c.Sites = append(c.Sites, f.Sites...)
+	for _, s := range f.Sites {
+		if s.Succeeds != nil {
+			s.Succeeds = append([]Succession{}, s.Succeeds...)
+		}
+		c.Sites = append(c.Sites, s)
+	}
 	c.Consents = append(c.Consents, f.Consents...)
 	c.Devices = append(c.Devices, f.Devices...)
 	c.Revoked = append(c.Revoked, f.Revoked...)
@@ -220,8 +237,14 @@ type (
 		EncryptionSig *string `json:"encryptionSig"`
 	}
 	wireSite struct {
-		SiteID *string       `json:"siteId"`
-		Site   *wireIdentity `json:"site"`
+		SiteID        *string           `json:"siteId"`
+		Site          *wireIdentity     `json:"site"`
+		Succeeds      *[]wireSuccession `json:"succeeds"`
+		RetiringUntil *json.Number      `json:"retiringUntil"`
+	}
+	wireSuccession struct {
+		Identity  *wireIdentity `json:"identity"`
+		Signature *string       `json:"signature"`
 	}
 	wireConsent struct {
 		Owner  *string `json:"owner"`
@@ -237,6 +260,7 @@ type (
 		Owner    *string       `json:"owner"`
 		RunnerID *string       `json:"runnerId"`
 		Device   *wireIdentity `json:"device"`
+		Revoked  *bool         `json:"revoked"`
 	}
 	wireRevocation struct {
 		Owner  *string `json:"owner"`
@@ -267,6 +291,42 @@ func (r *required) identity(p *wireIdentity, at string) protocol.PublicIdentity 
 	}
 }
 
+func (r *required) site(s wireSite, i int) SiteRecord {
+	rec := SiteRecord{
+		SiteID: r.str(s.SiteID, "sites[%d].siteId", i),
+		Site:   r.identity(s.Site, fmt.Sprintf("sites[%d].site", i)),
+	}
+	if s.Succeeds != nil {
+		rec.Succeeds = []Succession{}
+		for j, link := range *s.Succeeds {
+			at := fmt.Sprintf("sites[%d].succeeds[%d]", i, j)
+			rec.Succeeds = append(rec.Succeeds, Succession{
+				Identity:  r.identity(link.Identity, at+".identity"),
+				Signature: r.str(link.Signature, "%s.signature", at),
+			})
+		}
+	}
+	if s.RetiringUntil != nil {
+		ms, ok := positiveSafeInteger(*s.RetiringUntil)
+		if !ok {
+			r.errs = append(r.errs, fmt.Errorf("sites[%d].retiringUntil: must be a positive safe integer", i))
+		}
+		rec.RetiringUntil = ms
+	}
+	return rec
+}
+
+// positiveSafeInteger reads a JSON number as JavaScript would (the nearest
+// double, so 1e3 and 1000.0 are 1000) and accepts it when it is a whole
+// number from 1 to 2^53-1, which is what the reference's schema allows.
+func positiveSafeInteger(n json.Number) (int64, bool) {
+	v, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || v < 1 || v > maxSafeInteger || v != math.Trunc(v) {
+		return 0, false
+	}
+	return int64(v), true
+}
+
 func (w *wireFixture) fixture() (*Fixture, error) {
 	var req required
 	f := Empty()
@@ -275,10 +335,7 @@ func (w *wireFixture) fixture() (*Fixture, error) {
 	}
 	if w.Sites != nil {
 		for i, s := range *w.Sites {
-			f.Sites = append(f.Sites, SiteRecord{
-				SiteID: req.str(s.SiteID, "sites[%d].siteId", i),
-				Site:   req.identity(s.Site, fmt.Sprintf("sites[%d].site", i)),
-			})
+			f.Sites = append(f.Sites, req.site(s, i))
 		}
 	}
 	if w.Consents != nil {
@@ -296,6 +353,7 @@ func (w *wireFixture) fixture() (*Fixture, error) {
 				Owner:    req.str(d.Owner, "devices[%d].owner", i),
 				RunnerID: req.str(d.RunnerID, "devices[%d].runnerId", i),
 				Device:   req.identity(d.Device, fmt.Sprintf("devices[%d].device", i)),
+				Revoked:  d.Revoked != nil && *d.Revoked,
 			})
 		}
 	}

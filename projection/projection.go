@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Projection is an immutable, validated snapshot of a fixture with the
@@ -19,6 +20,8 @@ type Projection struct {
 	hash string
 
 	siteByID         map[string]int // siteId → index of the first site
+	siteByKeyID      map[string]int // current key id → index of the first site
+	sitesInIDOrder   []int          // every site index, by siteId in JavaScript order
 	deviceByRunner   map[string]int // runnerId → index of the first device
 	deviceByIdentity map[string]int // device.identity → index of the first device
 	consentByPair    map[pair]int   // (owner, siteId) → index of the first consent
@@ -75,7 +78,20 @@ func build(f *Fixture, raw []byte) *Projection {
 	// as they would be by a front-to-back scan.
 	for i, s := range f.Sites {
 		firstIndex(p.siteByID, s.SiteID, i)
+		p.sitesInIDOrder = append(p.sitesInIDOrder, i)
 	}
+	p.siteByKeyID = indexKeyIDs(f.Sites)
+	// Stable, so records sharing an id stay in fixture order, as V8's
+	// stable sort leaves them.
+	slices.SortStableFunc(p.sitesInIDOrder, func(i, j int) int {
+		switch a, b := f.Sites[i].SiteID, f.Sites[j].SiteID; {
+		case JSLess(a, b):
+			return -1
+		case JSLess(b, a):
+			return 1
+		}
+		return 0
+	})
 	for i, d := range f.Devices {
 		firstIndex(p.deviceByRunner, d.RunnerID, i)
 		firstIndex(p.deviceByIdentity, d.Device.Identity, i)

@@ -25,6 +25,7 @@ type kind int
 const (
 	kindString kind = iota
 	kindBool
+	kindNumber
 	kindObject
 	kindArray
 )
@@ -32,6 +33,7 @@ const (
 var (
 	str           = &shape{kind: kindString}
 	boolean       = &shape{kind: kindBool}
+	number        = &shape{kind: kindNumber}
 	identityShape = object(map[string]*shape{
 		"identity":      str,
 		"encryption":    str,
@@ -41,6 +43,11 @@ var (
 		"sites": array(object(map[string]*shape{
 			"siteId": str,
 			"site":   identityShape,
+			"succeeds": array(object(map[string]*shape{
+				"identity":  identityShape,
+				"signature": str,
+			})),
+			"retiringUntil": number,
 		})),
 		"consents": array(object(map[string]*shape{
 			"owner":  str,
@@ -51,6 +58,7 @@ var (
 			"owner":    str,
 			"runnerId": str,
 			"device":   identityShape,
+			"revoked":  boolean,
 		})),
 		"rosters": array(object(map[string]*shape{
 			"id":      str,
@@ -132,6 +140,10 @@ func (w walker) value(tok json.Token, s *shape, at string) error {
 	case kindBool:
 		if _, ok := tok.(bool); !ok {
 			return fmt.Errorf("%s: must be a boolean", where(at))
+		}
+	case kindNumber:
+		if _, ok := tok.(json.Number); !ok {
+			return fmt.Errorf("%s: must be a number", where(at))
 		}
 	}
 	return nil
