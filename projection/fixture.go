@@ -34,7 +34,7 @@ type Fixture struct {
 
 // SiteRecord registers a site and its public keys. Succeeds and
 // RetiringUntil come with protocol "2" and describe a key rotation: Succeeds
-// lists the site's earlier keys, newest predecessor first, and
+// lists the site's earlier keys, oldest first (see VerifySuccessions), and
 // RetiringUntil (epoch milliseconds, zero when absent) is when they stop
 // signing site-plane calls. A fixture without them reads as before.
 type SiteRecord struct {

@@ -38,10 +38,14 @@ var (
 	ErrBrokenLink   = errors.New("succession link does not verify")
 )
 
-// VerifySuccessions checks a site's succession chain the way a daemon walks
-// it: Succeeds[0] must be signed by its own key naming the site's current
-// key, and every later link must name the link before it, so the chain is
-// newest predecessor first. Each link's identity must also be consistent
+// VerifySuccessions checks a site's succession chain the way the
+// published daemon walks it (walkSuccession in @byollm/protocol 0.1.1): the
+// LAST link must be signed by its own key naming the site's current key,
+// and each earlier link must name the link after it. The chain is
+// therefore oldest first, newest predecessor last. (Spec §4.10 and §7.1 say
+// the reverse, following the reference's comments; its code, which every
+// daemon runs, reads the chain this way, and a chain in the other order
+// fails as a broken link.) Each link's identity must also be consistent
 // (its encryption key signed by its identity key). An empty chain is valid.
 //
 // The reference relay trusts the projection and verifies nothing; relayd
@@ -58,7 +62,8 @@ func VerifySuccessions(s SiteRecord) error {
 	if !ok {
 		return fmt.Errorf("%w: the current identity key is not base64url", ErrBrokenLink)
 	}
-	for i, link := range s.Succeeds {
+	for i := len(s.Succeeds) - 1; i >= 0; i-- {
+		link := s.Succeeds[i]
 		from, ok := protocol.KeyIDOf(link.Identity.Identity)
 		if !ok || !link.Identity.IsConsistent() {
 			return fmt.Errorf("%w: link %d: inconsistent identity", ErrBrokenLink, i)

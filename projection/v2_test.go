@@ -42,10 +42,10 @@ func link(old, next key) projection.Succession {
 }
 
 // rotated is a site whose keys went keys[0] → keys[1] → … → keys[n-1],
-// with the chain newest predecessor first, as the schema wants.
+// with the chain oldest first, as the published daemon walks it.
 func rotated(siteID string, retiringUntil int64, keys ...key) projection.SiteRecord {
 	s := projection.SiteRecord{SiteID: siteID, Site: keys[len(keys)-1].pub, RetiringUntil: retiringUntil}
-	for i := len(keys) - 1; i > 0; i-- {
+	for i := 1; i < len(keys); i++ {
 		s.Succeeds = append(s.Succeeds, link(keys[i-1], keys[i]))
 	}
 	return s
@@ -72,14 +72,14 @@ func TestSuccessionChains(t *testing.T) {
 		{"two links", func() projection.SiteRecord { return valid }, nil},
 		{"64 links", func() projection.SiteRecord { return rotated("s", 0, chainOf(65)...) }, nil},
 		{"65 links", func() projection.SiteRecord { return rotated("s", 0, chainOf(66)...) }, projection.ErrChainTooLong},
-		{"oldest first", func() projection.SiteRecord {
+		{"newest predecessor first (the spec's order, not the daemon's)", func() projection.SiteRecord {
 			s := valid
 			s.Succeeds = []projection.Succession{valid.Succeeds[1], valid.Succeeds[0]}
 			return s
 		}, projection.ErrBrokenLink},
 		{"broken signature", func() projection.SiteRecord {
 			s := rotated("s", 0, k1, k2, k3)
-			s.Succeeds[1].Signature = protocol.EncodeKey(ed25519.Sign(k1.priv, []byte("something else")))
+			s.Succeeds[0].Signature = protocol.EncodeKey(ed25519.Sign(k1.priv, []byte("something else")))
 			return s
 		}, projection.ErrBrokenLink},
 		{"signed by the wrong key", func() projection.SiteRecord {
@@ -119,7 +119,8 @@ func TestSuccessionChains(t *testing.T) {
 	}
 }
 
-// v2Doc is the spec §7.2 example with real keys.
+// v2Doc is the spec §7.2 example with real keys, its chain oldest first
+// (see VerifySuccessions for why not as the spec writes it).
 func v2Doc(t *testing.T) []byte {
 	t.Helper()
 	k1, k2, k3, other := newKey(1), newKey(2), newKey(3), newKey(4)
@@ -250,7 +251,7 @@ func TestVerifyingKeysRetiringWindow(t *testing.T) {
 	k1, k2, k3 := newKey(1), newKey(2), newKey(3)
 	const until = int64(1796500000000)
 	s := rotated("s", until, k1, k2, k3)
-	all := []string{k3.pub.Identity, k2.pub.Identity, k1.pub.Identity}
+	all := []string{k3.pub.Identity, k1.pub.Identity, k2.pub.Identity}
 	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
 	tests := []struct {
 		name string
@@ -511,7 +512,7 @@ func TestSourceRefusesBrokenSuccession(t *testing.T) {
 	require.NotEqual(t, string(good), broken)
 	f, err := projection.Parse(good)
 	require.NoError(t, err)
-	f.Sites[0].Succeeds[1].Signature = protocol.EncodeKey(ed25519.Sign(k1.priv, []byte("not a succession")))
+	f.Sites[0].Succeeds[0].Signature = protocol.EncodeKey(ed25519.Sign(k1.priv, []byte("not a succession")))
 	badSig, err := json.Marshal(f)
 	require.NoError(t, err)
 
@@ -521,4 +522,23 @@ func TestSourceRefusesBrokenSuccession(t *testing.T) {
 		require.Equal(t, before, src.Current().Hash())
 	}
 	require.Equal(t, uint64(2), src.Status().Failures)
+}
+
+// testdata/succession-0.1.1.json was made by @byollm/protocol 0.1.1's own
+// generateKeys and signSuccession (K1 → K2 → K3) and checked with its
+// walkSuccession before it was saved: the order the published daemon
+// accepts. The same links in the opposite order are refused.
+func TestSuccessionMadeByThePublishedLibrary(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "succession-0.1.1.json"))
+	require.NoError(t, err)
+	p, err := projection.FromJSON(raw)
+	require.NoError(t, err)
+	site, ok := p.SiteFor("site_rotated")
+	require.True(t, ok)
+	require.Len(t, site.Succeeds, 2)
+	require.Len(t, site.VerifyingKeys(time.UnixMilli(site.RetiringUntil-1)), 3)
+
+	reversed := site
+	reversed.Succeeds = []projection.Succession{site.Succeeds[1], site.Succeeds[0]}
+	require.ErrorIs(t, projection.VerifySuccessions(reversed), projection.ErrBrokenLink)
 }
