@@ -7,6 +7,13 @@
 // fixture into an immutable, queryable snapshot (Projection), and keeps the
 // current snapshot of a fixture file up to date while the file changes
 // (Source).
+//
+// One fixture serves both protocols (spec §2.4.4). The v2 schema is a strict
+// superset of v0's: site records may carry a key rotation (Succeeds,
+// RetiringUntil) and device records a revocation (Revoked), and a v0 fixture
+// parses unchanged. The v0 codec keeps asking the v0 queries; the v2 codec
+// adds SitesFor, SiteIDForKey, RevokedDevice, RoutesFor, ClaimRoutesFor,
+// SuccessionsFor and SiteRecord.VerifyingKeys (routes.go, succession.go).
 package projection
 
 import (
@@ -95,7 +102,8 @@ func Empty() *Fixture {
 // escapes; unknown keys (compared exactly, case included), repeated keys
 // and null values are refused at every level;
 // "consents" is required while the other lists default to empty; every
-// string field must be non-empty; "paused" defaults to false.
+// string field must be non-empty; "paused" and "revoked" default to false;
+// a succession chain must verify (VerifySuccessions).
 func Parse(data []byte) (*Fixture, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("fixture: not valid UTF-8")

@@ -113,6 +113,7 @@ func checkQueries(t *testing.T, p *projection.Projection, fx *projection.Fixture
 		} else if !ok || got != want {
 			t.Fatalf("ConsentFor(%q, %q) = %+v, %v, want %+v", c.Owner, c.SiteID, got, ok, want)
 		}
+		checkV2Queries(t, p, c.Owner)
 		for _, o := range p.RoutableOwners(c.Owner, c.SiteID) {
 			if !p.MayRouteFor(o, c.SiteID) || !p.MayRunFor(c.Owner, o) {
 				t.Fatalf("RoutableOwners(%q, %q) lists %q, which may not route or run", c.Owner, c.SiteID, o)
@@ -128,6 +129,31 @@ func checkQueries(t *testing.T, p *projection.Projection, fx *projection.Fixture
 			if !p.MayRunFor(r.Owner, m) {
 				t.Fatalf("MayRunFor(%q, %q) is false for a roster member", r.Owner, m)
 			}
+		}
+	}
+}
+
+// checkV2Queries checks the protocol-2 queries for owner against the v0
+// ones they are built from.
+func checkV2Queries(t *testing.T, p *projection.Projection, owner string) {
+	t.Helper()
+	sites := p.SitesFor(owner)
+	for i, s := range sites {
+		if _, ok := p.ConsentFor(owner, s.SiteID); !ok {
+			t.Fatalf("SitesFor(%q) lists %q without a live consent", owner, s.SiteID)
+		}
+		if i > 0 && projection.JSLess(s.SiteID, sites[i-1].SiteID) {
+			t.Fatalf("SitesFor(%q) is out of order at %d", owner, i)
+		}
+	}
+	for _, r := range p.RoutesFor(owner) {
+		if !p.MayRouteFor(owner, r.SiteID) || !p.MayRouteFor(r.Owner, r.SiteID) || !p.MayRunFor(owner, r.Owner) {
+			t.Fatalf("RoutesFor(%q) lists %+v", owner, r)
+		}
+	}
+	for _, r := range p.ClaimRoutesFor(owner) {
+		if r.Owner != owner {
+			t.Fatalf("ClaimRoutesFor(%q) lists another owner's route %+v", owner, r)
 		}
 	}
 }
