@@ -119,3 +119,43 @@ func TestParseUserCode(t *testing.T) {
 		require.False(t, pairing.ValidUserCode(pairing.NormalizeUserCode(typed)), typed)
 	}
 }
+
+// Every non-ASCII character whose JavaScript toUpperCase is pure ASCII, as
+// Node.js 20 lists them by trying every code point; NormalizeUserCode must
+// agree on all of them and turn no other character into ASCII.
+func TestNormalizeUserCodeMatchesJavaScriptEverywhere(t *testing.T) {
+	js := map[rune]string{
+		0xdf: "SS", 0x131: "I", 0x17f: "S", 0xfb00: "FF", 0xfb01: "FI",
+		0xfb02: "FL", 0xfb03: "FFI", 0xfb04: "FFL", 0xfb05: "ST", 0xfb06: "ST",
+	}
+	jsSpace := map[rune]bool{}
+	for _, r := range "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff" {
+		jsSpace[r] = true
+	}
+	isASCII := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= 0x80 {
+				return false
+			}
+		}
+		return true
+	}
+	for r := rune(0x80); r <= 0x10FFFF; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
+		}
+		got := pairing.NormalizeUserCode("x" + string(r) + "y")
+		if want, ok := js[r]; ok {
+			require.Equal(t, "X"+want+"Y", got, "U+%04X", r)
+		} else if isASCII(got) {
+			t.Fatalf("U+%04X upper-cases to ASCII %q here but not in JavaScript", r, got)
+		}
+	}
+	for r := rune(0); r <= 0xFFFF; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
+		}
+		trimmed := pairing.NormalizeUserCode(string(r)+"X") == "X"
+		require.Equal(t, jsSpace[r], trimmed, "U+%04X", r)
+	}
+}
