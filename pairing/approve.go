@@ -64,7 +64,9 @@ var (
 // already uses; a fixture that does not parse now, or would not parse
 // after the edit. The new file is written beside the old one, synced and
 // renamed over it, so a reader sees the old file or the new one and never a
-// mix; a path that is a symlink is followed and its target replaced.
+// mix; a path that is a symlink is followed and its target replaced. The
+// new file keeps the old one's permission bits but belongs to whoever ran
+// Approve, so run it as the user that owns the fixture.
 // Two concurrent approvals may still lose one: the file is compared just
 // before the rename, and ErrFixtureChanged says to run it again.
 func Approve(path string, a Approval) (Outcome, error) {
