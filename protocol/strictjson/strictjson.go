@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -507,4 +508,28 @@ func shortQuote(s string) string {
 		return strconv.Quote(s[:cut]) + "..."
 	}
 	return strconv.Quote(s)
+}
+
+// maxSafeInteger is 2^53−1, JavaScript's Number.MAX_SAFE_INTEGER.
+const maxSafeInteger = 1<<53 - 1
+
+// SafeInteger reads a Number the way a zod `.int()` schema reads what
+// JSON.parse made of it: the literal rounds to the nearest float64 (as
+// JavaScript rounds it), and counts only when that is finite, integral and
+// within ±(2^53−1). So "2.0" and "1e1" are integers, "1.5" and
+// "9007199254740993" are not. It reports false for any other kind.
+func (v Value) SafeInteger() (int64, bool) {
+	if v.Kind != Number {
+		return 0, false
+	}
+	// A literal the grammar accepted fails to parse only by overflowing to
+	// ±Inf, which is not finite either way; underflow rounds to zero.
+	f, err := strconv.ParseFloat(v.Text, 64)
+	if err != nil || math.IsInf(f, 0) || f != math.Trunc(f) {
+		return 0, false
+	}
+	if f > maxSafeInteger || f < -maxSafeInteger {
+		return 0, false
+	}
+	return int64(f), true
 }

@@ -252,3 +252,23 @@ func checkStrings(t *testing.T, v Value) {
 		checkStrings(t, m.Value)
 	}
 }
+
+func TestSafeIntegerReadsAsZodInt(t *testing.T) {
+	for literal, want := range map[string]int64{
+		"0": 0, "-0": 0, "2.0": 2, "1e1": 10, "0.1e1": 1, "1E+2": 100,
+		"9007199254740991": 1<<53 - 1, "-9007199254740991": -(1<<53 - 1),
+		"1e-400": 0,
+	} {
+		v, err := Parse([]byte(literal))
+		require.NoError(t, err)
+		got, ok := v.SafeInteger()
+		require.True(t, ok, literal)
+		require.Equal(t, want, got, literal)
+	}
+	for _, literal := range []string{"1.5", "9007199254740992", "9007199254740993", "-9007199254740992", "1e400", "-1e400", `"1"`, "true", "null"} {
+		v, err := Parse([]byte(literal))
+		require.NoError(t, err)
+		_, ok := v.SafeInteger()
+		require.False(t, ok, literal)
+	}
+}
