@@ -38,7 +38,7 @@ test-short:
 ## session); `make test` already replays every committed seed corpus
 FUZZTIME     ?= 10s
 FUZZ_TARGETS := ./protocol:FuzzDecode ./protocol:FuzzParseSignature ./protocol/strictjson:FuzzParse \
-                ./projection:FuzzParseFixture ./plane:FuzzHandler
+                ./projection:FuzzParseFixture ./plane:FuzzHandler ./protocol/proto2:FuzzDecode
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./.ci/fuzz $(FUZZ_TARGETS)
 

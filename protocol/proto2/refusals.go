@@ -26,7 +26,7 @@ type ErrorBody struct {
 	Message    string        `json:"message,omitempty"`
 	ServerTime int64         `json:"serverTime,omitempty"`
 	MaxSkewMs  int64         `json:"maxSkewMs,omitempty"`
-	Supported  []string      `json:"supported,omitempty"`
+	Supported  []string      `json:"supported,omitzero"`
 	Minimum    string        `json:"minimum,omitempty"`
 	Floor      string        `json:"floor,omitempty"`
 	RetryAfter int64         `json:"retryAfter,omitempty"`

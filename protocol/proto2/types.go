@@ -24,8 +24,9 @@ type Capability struct {
 	BackendID    string `json:"backendId"`
 	BackendClass string `json:"backendClass"`
 	Model        string `json:"model"`
-	// KnownModels is optional: nil is absent, an empty slice is [].
-	KnownModels []string `json:"knownModels,omitempty"`
+	// KnownModels is optional: nil is absent, an empty slice is [] (the
+	// schema allows it, and omitzero keeps the two apart).
+	KnownModels []string `json:"knownModels,omitzero"`
 	OfferScope  string   `json:"offerScope"`
 }
 
