@@ -2,7 +2,7 @@ package proto2
 
 // Strict decoding of v2 bodies, as the reference's zod schemas read them
 // (§3.5-§3.15, §3.19): every object strict at every level, integers as
-// zod's .int(), lengths in UTF-16 code units, and on top of that relayd's
+// zod's .int(), string lengths in code points, and on top of that relayd's
 // stricter JSON (design A0.3, A0.4) through protocol/strictjson.
 //
 // A refusal is a *protocol.DecodeError wrapping one of protocol's Err

@@ -137,20 +137,20 @@ func TestPairTriesStartThenPollThenFixture(t *testing.T) {
 	require.Equal(t, "pair/start", derr.Schema, "the error is the schema the action names")
 }
 
-// Lengths are JavaScript's: UTF-16 code units, so a character outside the
-// BMP counts twice.
-func TestPairLengthsCountUTF16Units(t *testing.T) {
+// Lengths are code points, as the pinned zod 4.6.7 counts them (not
+// JavaScript's UTF-16 units): a character outside the BMP counts once.
+func TestPairLengthsCountCodePoints(t *testing.T) {
 	dec := Decoder{}
 	label := func(s string) string {
 		return strings.Replace(validRequests["pair/start"], `"label":"laptop"`, `"label":"`+s+`"`, 1)
 	}
 	for body, want := range map[string]error{
-		label(strings.Repeat("a", 120)):      nil,
-		label(strings.Repeat("a", 121)):      protocol.ErrOutOfRange,
-		label(strings.Repeat("😀", 60)):       nil,
-		label(strings.Repeat("😀", 60) + "a"): protocol.ErrOutOfRange,
-		label(strings.Repeat("é", 120)):      nil, // 240 bytes, 120 units
-		label(""):                            protocol.ErrEmptyString,
+		label(strings.Repeat("a", 120)):       nil,
+		label(strings.Repeat("a", 121)):       protocol.ErrOutOfRange,
+		label(strings.Repeat("😀", 120)):       nil,
+		label(strings.Repeat("😀", 120) + "a"): protocol.ErrOutOfRange,
+		label(strings.Repeat("é", 120)):       nil, // 240 bytes, 120 units
+		label(""):                             protocol.ErrEmptyString,
 	} {
 		_, err := dec.Pair([]byte(body))
 		requireRefusal(t, err, want)
@@ -160,8 +160,10 @@ func TestPairLengthsCountUTF16Units(t *testing.T) {
 	}
 	_, err := dec.Pair([]byte(code(strings.Repeat("x", 20))))
 	require.NoError(t, err)
-	_, err = dec.Pair([]byte(code(strings.Repeat("😀", 10))))
+	_, err = dec.Pair([]byte(code(strings.Repeat("😀", 20))))
 	require.NoError(t, err)
+	_, err = dec.Pair([]byte(code(strings.Repeat("😀", 19))))
+	require.Error(t, err, "19 code points, though 38 UTF-16 units")
 	_, err = dec.Pair([]byte(code(strings.Repeat("x", 19))))
 	require.Error(t, err)
 }

@@ -30,9 +30,9 @@ const (
 	// MaxSuccessionChain is the longest succession list a heartbeat may
 	// carry per site.
 	MaxSuccessionChain = 64
-	// MaxDaemonLabel is the longest pairing label, in UTF-16 code units.
+	// MaxDaemonLabel is the longest pairing label, in code points.
 	MaxDaemonLabel = 120
-	// MinDeviceCode is the shortest device code, in UTF-16 code units.
+	// MinDeviceCode is the shortest device code, in code points.
 	MinDeviceCode = 20
 	// PollIntervalMs is how often the reference tells a pairing daemon to poll.
 	PollIntervalMs = 2000

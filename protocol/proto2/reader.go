@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/byollm/relayd/protocol"
@@ -103,14 +102,16 @@ func (n node) text() (string, bool) {
 // nonEmpty is n as a string of at least one character (zod .min(1)).
 func (n node) nonEmpty() string { return n.sized(1, -1) }
 
-// sized is n as a string whose length in UTF-16 code units, as JavaScript
-// counts it, is at least lo and, unless hi is negative, at most hi.
+// sized is n as a string whose length is at least lo and, unless hi is
+// negative, at most hi. Lengths are Unicode code points, as the zod the
+// published packages pin (4.6.7) measures them, not JavaScript's UTF-16
+// units: "😀" is one character here.
 func (n node) sized(lo, hi int) string {
 	s, ok := n.text()
 	if !ok {
 		return ""
 	}
-	length := utf16Len(s)
+	length := utf8.RuneCountInString(s)
 	if length < lo || (hi >= 0 && length > hi) {
 		if lo == 1 && length == 0 {
 			n.refuse(protocol.ErrEmptyString)
@@ -239,15 +240,6 @@ func record[T any](n node, read func(node) T) Keyed[T] {
 
 // maxSafeInteger is 2^53−1, the largest integer zod's .int() accepts.
 const maxSafeInteger = 1<<53 - 1
-
-// utf16Len is the length of s as JavaScript counts it.
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r)
-	}
-	return n
-}
 
 func joinPath(path, key string) string {
 	if path == "" {
