@@ -55,7 +55,7 @@ func (n node) strict(keys ...string) node {
 	}
 	for _, m := range n.v.Members {
 		if !slices.Contains(keys, m.Key) {
-			n.refuse(fmt.Errorf("%w: %s", protocol.ErrUnknownField, quoted(m.Key)))
+			n.refuse(fmt.Errorf("%w: %s", protocol.ErrUnknownField, strictjson.QuoteShort(m.Key)))
 			return node{d: n.d, path: n.path}
 		}
 	}
@@ -130,7 +130,7 @@ func (n node) oneOf(allowed ...string) string {
 		return ""
 	}
 	if !slices.Contains(allowed, s) {
-		n.refuse(fmt.Errorf("%w: %s", protocol.ErrNotAllowed, quoted(s)))
+		n.refuse(fmt.Errorf("%w: %s", protocol.ErrNotAllowed, strictjson.QuoteShort(s)))
 		return ""
 	}
 	return s
@@ -159,7 +159,7 @@ func (n node) integer(lo, hi int64) int64 {
 	}
 	i, ok := n.v.SafeInteger()
 	if !ok {
-		n.refuse(fmt.Errorf("%w: %s", protocol.ErrNotInteger, quoted(n.v.Text)))
+		n.refuse(fmt.Errorf("%w: %s", protocol.ErrNotInteger, strictjson.QuoteShort(n.v.Text)))
 		return 0
 	}
 	if i < lo || i > hi {
@@ -246,18 +246,4 @@ func joinPath(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-// quoted quotes sender-chosen text for a decode error, cut short so a
-// hostile body cannot flood the logs.
-func quoted(s string) string {
-	const most = 40
-	if len(s) <= most {
-		return strconv.Quote(s)
-	}
-	cut := most
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strconv.Quote(s[:cut]) + "..."
 }

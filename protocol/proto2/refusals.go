@@ -41,10 +41,7 @@ type Refusal struct {
 
 // Error makes a Refusal usable as an error value.
 func (r *Refusal) Error() string {
-	if r.Body.Message == "" {
-		return string(r.Body.Error)
-	}
-	return string(r.Body.Error) + ": " + r.Body.Message
+	return strings.TrimSuffix(string(r.Body.Error)+": "+r.Body.Message, ": ")
 }
 
 // FromV0 carries one of relayd's shared refusals (clock-skew, rate-limited,

@@ -14,6 +14,16 @@ type (
 	// Lease is the grant attached to a claimed stub. The Go shape is the
 	// one "0" used; "2" parses it strictly (§3.19).
 	Lease = protocol.Lease
+
+	// PairFixtureRequest is the fixture exchange of POST <base>/pair
+	// (§5.2): "0"'s pair body, whose version is now "2".
+	PairFixtureRequest = protocol.PairRequest
+	// FetchRequest is the body of POST <base>/fetch (§3.7).
+	FetchRequest = protocol.FetchRequest
+	// ResultRequest is the body of POST <base>/result (§3.8).
+	ResultRequest = protocol.ResultRequest
+	// ReleaseRequest is the body of POST <base>/release (§3.10).
+	ReleaseRequest = protocol.ReleaseRequest
 )
 
 // Capability is one thing a daemon can run. The relay uses only Kind;
@@ -83,13 +93,6 @@ type ClaimedStub struct {
 
 // Requests, as the strict decoders in decode.go read them.
 
-// PairFixtureRequest is the fixture exchange of POST <base>/pair (§5.2).
-type PairFixtureRequest struct {
-	ProtocolVersion string         `json:"protocolVersion"`
-	Owner           string         `json:"owner"`
-	Device          PublicIdentity `json:"device"`
-}
-
 // DaemonInfo is what a daemon says about itself when it starts pairing.
 type DaemonInfo struct {
 	Version  string `json:"version"`
@@ -129,25 +132,6 @@ type ClaimRequest struct {
 	Max             int          `json:"max"`
 }
 
-// FetchRequest is the body of POST <base>/fetch (§3.7).
-type FetchRequest struct {
-	ProtocolVersion string `json:"protocolVersion"`
-	RunnerID        string `json:"runnerId"`
-	JobID           string `json:"jobId"`
-	LeaseID         string `json:"leaseId"`
-}
-
-// ResultRequest is the body of POST <base>/result (§3.8). "0"'s model,
-// backendClass and durationMs now travel inside the envelope.
-type ResultRequest struct {
-	ProtocolVersion string         `json:"protocolVersion"`
-	RunnerID        string         `json:"runnerId"`
-	JobID           string         `json:"jobId"`
-	LeaseID         string         `json:"leaseId"`
-	Envelope        SealedEnvelope `json:"envelope"`
-	Disposition     string         `json:"disposition"`
-}
-
 // HeartbeatRequest is the body of POST <base>/heartbeat (§3.9). "0"'s
 // paused is gone; withheld is optional and decodes to [] when absent.
 type HeartbeatRequest struct {
@@ -157,14 +141,6 @@ type HeartbeatRequest struct {
 	Capabilities    []Capability   `json:"capabilities"`
 	Withheld        []WithheldKind `json:"withheld"`
 	ActiveLeases    []GrantRef     `json:"activeLeases"`
-}
-
-// ReleaseRequest is the body of POST <base>/release (§3.10).
-type ReleaseRequest struct {
-	ProtocolVersion string     `json:"protocolVersion"`
-	RunnerID        string     `json:"runnerId"`
-	Leases          []GrantRef `json:"leases"`
-	Reason          string     `json:"reason"`
 }
 
 // EnqueueRequest is the body of POST /relay/site/enqueue (§3.11).

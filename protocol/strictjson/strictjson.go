@@ -280,7 +280,7 @@ func (p *parser) object(depth int) (Value, error) {
 		}
 		// Keys compare after unescaping: "a" and "\u0061" are one key.
 		if _, dup := seen[key]; dup {
-			return &Error{Offset: keyAt, Err: ErrDuplicateKey, Detail: shortQuote(key)}
+			return &Error{Offset: keyAt, Err: ErrDuplicateKey, Detail: QuoteShort(key)}
 		}
 		seen[key] = struct{}{}
 		p.skipSpace()
@@ -496,9 +496,9 @@ func (p *parser) hex4() (rune, bool) {
 	return r, true
 }
 
-// shortQuote quotes s for an error detail, cut to a readable length so a
-// hostile key cannot flood the logs.
-func shortQuote(s string) string {
+// QuoteShort quotes s for an error detail, cut to a readable length (on a
+// rune boundary) so a hostile key or value cannot flood the logs.
+func QuoteShort(s string) string {
 	const limit = 40
 	if len(s) > limit {
 		cut := limit
