@@ -254,3 +254,11 @@ func TestRefusalIsADecodeErrorNamingItsSchema(t *testing.T) {
 	require.Equal(t, "claim", derr.Schema)
 	require.Equal(t, "runnerId", derr.Path)
 }
+
+func TestAnswersAreNotCappedLikeRequests(t *testing.T) {
+	job := `{"jobId":"j","device":` + identityJSON + `,"runnerId":"r","leaseId":"l","awaitingUntil":1,"leaseExpiresAt":2}`
+	body := `{"jobs":[` + strings.TrimSuffix(strings.Repeat(job+",", 1000), ",") + `]}`
+	got, err := DecodePendingResponse([]byte(body))
+	require.NoError(t, err)
+	require.Len(t, got.Jobs, 1000)
+}

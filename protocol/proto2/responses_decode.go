@@ -12,9 +12,14 @@ import (
 	"github.com/byollm/relayd/protocol"
 )
 
+// answers reads relay answers with room for any list a busy relay sends
+// (results are not consumed, so a site's list can grow long): the relay
+// is the trusted side here, and the caps are for what strangers send.
+var answers = Decoder{Limits: Limits{MaxListItems: 1 << 20}}
+
 // DecodePairFixtureResponse reads the answer to a fixture pair.
 func DecodePairFixtureResponse(body []byte) (PairFixtureResponse, error) {
-	return decode(Decoder{}, body, "pair response", func(n node) PairFixtureResponse {
+	return decode(answers, body, "pair response", func(n node) PairFixtureResponse {
 		o := n.strict("protocolVersion", "runnerId", "sites", "controlPlanePublic")
 		return PairFixtureResponse{
 			ProtocolVersion:    o.key("protocolVersion").oneOf(Version),
@@ -27,7 +32,7 @@ func DecodePairFixtureResponse(body []byte) (PairFixtureResponse, error) {
 
 // DecodePairStartResponse reads the answer to a device-code start.
 func DecodePairStartResponse(body []byte) (PairStartResponse, error) {
-	return decode(Decoder{}, body, "pair/start response", func(n node) PairStartResponse {
+	return decode(answers, body, "pair/start response", func(n node) PairStartResponse {
 		o := n.strict("deviceCode", "userCode", "verificationUrl", "expiresAt", "pollIntervalMs")
 		return PairStartResponse{
 			DeviceCode:      o.key("deviceCode").sized(MinDeviceCode, -1),
@@ -57,7 +62,7 @@ func readURL(n node) string {
 // DecodePairPollResponse reads the answer to a device-code poll: one of
 // four strict shapes chosen by status.
 func DecodePairPollResponse(body []byte) (PairPollResponse, error) {
-	return decode(Decoder{}, body, "pair/poll response", func(n node) PairPollResponse {
+	return decode(answers, body, "pair/poll response", func(n node) PairPollResponse {
 		status := n.strict("status", "runnerId", "owner", "ownerLabel", "sites", "controlPlanePublic").
 			key("status").oneOf(PollPending, PollDenied, PollExpired, PollApproved)
 		if status != PollApproved {
@@ -85,7 +90,7 @@ func DecodePairPollResponse(body []byte) (PairPollResponse, error) {
 // DecodeClaimResponse reads the answer to a claim: every stub strict, with
 // a strict lease and an optional grant.
 func DecodeClaimResponse(body []byte) (ClaimResponse, error) {
-	return decode(Decoder{}, body, "claim response", func(n node) ClaimResponse {
+	return decode(answers, body, "claim response", func(n node) ClaimResponse {
 		o := n.strict("jobs", "leaseMs")
 		return ClaimResponse{
 			Jobs:    each(o.key("jobs"), 0, readClaimedStub),
@@ -122,14 +127,14 @@ func stubOnly(n node) node {
 
 // DecodeFetchResponse reads the answer to a fetch.
 func DecodeFetchResponse(body []byte) (FetchResponse, error) {
-	return decode(Decoder{}, body, "fetch response", func(n node) FetchResponse {
+	return decode(answers, body, "fetch response", func(n node) FetchResponse {
 		return FetchResponse{Envelope: readEnvelope(n.strict("envelope").key("envelope"))}
 	})
 }
 
 // DecodeResultResponse reads the answer to a result.
 func DecodeResultResponse(body []byte) (ResultResponse, error) {
-	return decode(Decoder{}, body, "result response", func(n node) ResultResponse {
+	return decode(answers, body, "result response", func(n node) ResultResponse {
 		o := n.strict("accepted", "duplicate", "state")
 		duplicate := false
 		if o.has("duplicate") {
@@ -142,7 +147,7 @@ func DecodeResultResponse(body []byte) (ResultResponse, error) {
 // DecodeHeartbeatResponse reads the answer to a heartbeat. An extra key,
 // such as "0"'s revoked, fails it, as it fails every 0.1.1 daemon.
 func DecodeHeartbeatResponse(body []byte) (HeartbeatResponse, error) {
-	return decode(Decoder{}, body, "heartbeat response", func(n node) HeartbeatResponse {
+	return decode(answers, body, "heartbeat response", func(n node) HeartbeatResponse {
 		o := n.strict("sites", "successions", "cancel", "lost", "serverTime", "awaitingConsent", "updateTo")
 		var successions Keyed[SiteSuccession]
 		if o.has("successions") {
@@ -175,7 +180,7 @@ func readSiteSuccession(n node) SiteSuccession {
 
 // DecodeReleaseResponse reads the answer to a release.
 func DecodeReleaseResponse(body []byte) (ReleaseResponse, error) {
-	return decode(Decoder{}, body, "release response", func(n node) ReleaseResponse {
+	return decode(answers, body, "release response", func(n node) ReleaseResponse {
 		return ReleaseResponse{Released: each(n.strict("released").key("released"), 0, node.nonEmpty)}
 	})
 }

@@ -8,7 +8,7 @@ import (
 
 // DecodeEnqueueResponse reads the answer to an enqueue.
 func DecodeEnqueueResponse(body []byte) (EnqueueResponse, error) {
-	return decode(Decoder{}, body, "site/enqueue response", func(n node) EnqueueResponse {
+	return decode(answers, body, "site/enqueue response", func(n node) EnqueueResponse {
 		o := n.strict("jobId", "state")
 		return EnqueueResponse{JobID: o.key("jobId").nonEmpty(), State: o.key("state").nonEmpty()}
 	})
@@ -16,7 +16,7 @@ func DecodeEnqueueResponse(body []byte) (EnqueueResponse, error) {
 
 // DecodePayloadResponse reads the answer to a seal.
 func DecodePayloadResponse(body []byte) (PayloadResponse, error) {
-	return decode(Decoder{}, body, "site/payload response", func(n node) PayloadResponse {
+	return decode(answers, body, "site/payload response", func(n node) PayloadResponse {
 		o := n.strict("jobId", "state")
 		return PayloadResponse{JobID: o.key("jobId").nonEmpty(), State: o.key("state").nonEmpty()}
 	})
@@ -24,14 +24,14 @@ func DecodePayloadResponse(body []byte) (PayloadResponse, error) {
 
 // DecodeCancelResponse reads the answer to a cancel.
 func DecodeCancelResponse(body []byte) (CancelResponse, error) {
-	return decode(Decoder{}, body, "site/cancel response", func(n node) CancelResponse {
+	return decode(answers, body, "site/cancel response", func(n node) CancelResponse {
 		return CancelResponse{Cancelled: n.strict("cancelled").key("cancelled").boolean()}
 	})
 }
 
 // DecodePendingResponse reads the answer to GET /relay/site/pending.
 func DecodePendingResponse(body []byte) (PendingResponse, error) {
-	return decode(Decoder{}, body, "site/pending response", func(n node) PendingResponse {
+	return decode(answers, body, "site/pending response", func(n node) PendingResponse {
 		return PendingResponse{Jobs: each(n.strict("jobs").key("jobs"), 0, func(n node) PendingJob {
 			o := n.strict("jobId", "device", "runnerId", "leaseId", "awaitingUntil", "leaseExpiresAt")
 			return PendingJob{
@@ -48,7 +48,7 @@ func DecodePendingResponse(body []byte) (PendingResponse, error) {
 
 // DecodeResultsResponse reads the answer to GET /relay/site/results.
 func DecodeResultsResponse(body []byte) (ResultsResponse, error) {
-	return decode(Decoder{}, body, "site/results response", func(n node) ResultsResponse {
+	return decode(answers, body, "site/results response", func(n node) ResultsResponse {
 		return ResultsResponse{Jobs: each(n.strict("jobs").key("jobs"), 0, func(n node) FinishedJob {
 			o := n.strict("jobId", "envelope", "disposition", "runnerId", "leaseId", "device", "runnerOwner")
 			return FinishedJob{
@@ -79,7 +79,7 @@ var wireErrorCodes = []string{
 // code (§3.18). Bodies without a message, such as the unknown-path 404,
 // fail it, as they fail the reference's (S5).
 func DecodeWireError(body []byte) (ErrorBody, error) {
-	return decode(Decoder{}, body, "error", func(n node) ErrorBody {
+	return decode(answers, body, "error", func(n node) ErrorBody {
 		o := n.strict("error", "message", "supported", "minimum", "floor", "retryAfter", "serverTime", "maxSkewMs")
 		e := ErrorBody{
 			Error:   protocol.Code(o.key("error").oneOf(wireErrorCodes...)),
