@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -32,7 +32,7 @@ type Options struct {
 
 // Run routes one job and writes the story to out.
 func Run(ctx context.Context, opts Options, out io.Writer) error {
-	keys, err := client.LoadDemoKeys(opts.KeysPath)
+	keys, err := peer.LoadDemoKeys(opts.KeysPath)
 	if err != nil {
 		return err
 	}
@@ -46,12 +46,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 			return fmt.Errorf("demo: no device %q in %s", opts.RunnerID, opts.KeysPath)
 		}
 	}
-	cfg := client.Config{BaseURLs: []string{opts.RelayURL}}
-	site, err := client.NewSite(cfg, keys.Site.Keys, keys.Site.SiteID)
+	cfg := peer.Config{BaseURLs: []string{opts.RelayURL}}
+	site, err := peer.NewSite(cfg, keys.Site.Keys, keys.Site.SiteID)
 	if err != nil {
 		return err
 	}
-	daemon, err := client.NewDaemon(cfg, dev.Keys, dev.RunnerID)
+	daemon, err := peer.NewDaemon(cfg, dev.Keys, dev.RunnerID)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("fetch: %w", err)
 	}
-	opened, err := client.Open(dev.Keys, fetched.Envelope, client.Expectation{JobID: jobID, Direction: protocol.DirectionPayload, SenderIdentity: keys.Site.Keys.Public().Identity})
+	opened, err := peer.Open(dev.Keys, fetched.Envelope, peer.Expectation{JobID: jobID, Direction: protocol.DirectionPayload, SenderIdentity: keys.Site.Keys.Public().Identity})
 	if err != nil {
 		return fmt.Errorf("open payload: %w", err)
 	}
@@ -117,7 +117,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sealed, err := client.Seal(dev.Keys, keys.Site.Keys.Public(), jobID, protocol.DirectionResult, deadline, answer)
+	sealed, err := peer.Seal(dev.Keys, keys.Site.Keys.Public(), jobID, protocol.DirectionResult, deadline, answer)
 	if err != nil {
 		return fmt.Errorf("seal result: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
@@ -24,8 +24,8 @@ import (
 // recorded is a request exactly as it went out, and its first answer.
 type recorded struct {
 	name  string
-	req   client.RawRequest
-	first client.RawResponse
+	req   peer.RawRequest
+	first peer.RawResponse
 }
 
 // recorder sends raw requests and keeps them for replaying.
@@ -34,7 +34,7 @@ type recorder struct {
 	sent []recorded
 }
 
-func (r *recorder) send(t *testing.T, name string, req client.RawRequest) client.RawResponse {
+func (r *recorder) send(t *testing.T, name string, req peer.RawRequest) peer.RawResponse {
 	t.Helper()
 	resp := r.b.raw(t, req)
 	require.Equal(t, http.StatusOK, resp.Status, "%s: %s", name, resp.Body)
@@ -42,14 +42,14 @@ func (r *recorder) send(t *testing.T, name string, req client.RawRequest) client
 	return resp
 }
 
-func (r *recorder) daemon(t *testing.T, d *client.Daemon, endpoint string, body []byte) client.RawResponse {
+func (r *recorder) daemon(t *testing.T, d *peer.Daemon, endpoint string, body []byte) peer.RawResponse {
 	t.Helper()
 	return r.send(t, endpoint, signedDaemon(d, http.MethodPost, "/byollm/"+endpoint, endpoint, body))
 }
 
-func (r *recorder) site(t *testing.T, method, name, query string, body []byte) client.RawResponse {
+func (r *recorder) site(t *testing.T, method, name, query string, body []byte) peer.RawResponse {
 	t.Helper()
-	return r.send(t, "site/"+name, client.RawRequest{Method: method, Path: "/relay/site/" + name + query, Header: r.b.site.SignHeaders("site/"+name, body), Body: body})
+	return r.send(t, "site/"+name, peer.RawRequest{Method: method, Path: "/relay/site/" + name + query, Header: r.b.site.SignHeaders("site/"+name, body), Body: body})
 }
 
 // Every signed request of a whole job's life, replayed byte for byte while
@@ -60,7 +60,7 @@ func TestAdversarial_ReplaysInsideTheFreshnessWindowChangeNothing(t *testing.T) 
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		r := &recorder{b: b}
 		d := b.daemonAt(t, "alice", b.url, "runner_alice")
-		r.send(t, "pair", client.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pairBody(t, "alice", b.keys["alice"].Public())})
+		r.send(t, "pair", peer.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pairBody(t, "alice", b.keys["alice"].Public())})
 		r.site(t, http.MethodPost, "enqueue", "", enqueueBody(t, siteMain, b.stub(t, "job-1", "alice")))
 		r.site(t, http.MethodPost, "enqueue", "", enqueueBody(t, siteMain, b.stub(t, "job-2", "alice")))
 		var claimed protocol.ClaimResponse
@@ -152,7 +152,7 @@ func TestAdversarial_DaemonSignatureForOneEndpointIsRefusedOnEveryOther(t *testi
 		body := claimBody(t, "runner_alice")
 		h := d.SignHeaders("claim", body)
 		for _, endpoint := range []string{"fetch", "result", "heartbeat", "release"} {
-			resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/" + endpoint, Header: h, Body: body})
+			resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/" + endpoint, Header: h, Body: body})
 			requireAnswer(t, resp, 401, bodyBadSignature)
 		}
 		// Onto the site plane, under the site's header: no such site.
@@ -160,16 +160,16 @@ func TestAdversarial_DaemonSignatureForOneEndpointIsRefusedOnEveryOther(t *testi
 		sh.Set(protocol.HeaderSite, h.Get(protocol.HeaderRunner))
 		sh.Set(protocol.HeaderIssuedAt, h.Get(protocol.HeaderIssuedAt))
 		sh.Set(protocol.HeaderSignature, h.Get(protocol.HeaderSignature))
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Header: sh, Body: body}), 401, bodySiteUnknown)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Header: sh, Body: body}), 401, bodySiteUnknown)
 		// The endpoint is the last path segment (G15), so the same request
 		// under another prefix is the same endpoint and passes.
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/any/where/claim", Header: h, Body: body}), 200, emptyClaim)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/any/where/claim", Header: h, Body: body}), 200, emptyClaim)
 
 		// Site signatures are bound to their endpoint the same way.
 		cancel := []byte(`{"siteId":"site_main","jobId":"x"}`)
 		sh = b.site.SignHeaders("site/cancel", cancel)
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Header: sh, Body: cancel}), 401, bodyBadSignature)
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Header: sh, Body: cancel}), 200, `{"cancelled":false}`)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Header: sh, Body: cancel}), 401, bodyBadSignature)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Header: sh, Body: cancel}), 200, `{"cancelled":false}`)
 	})
 }
 
@@ -178,10 +178,10 @@ func TestAdversarial_SiteKeyOnTheDaemonPlaneIsRefused(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
-		asDaemon := func(caller string) client.RawResponse {
+		asDaemon := func(caller string) peer.RawResponse {
 			h := http.Header{}
 			protocol.SignRequest(h, protocol.HeaderRunner, b.keys["site"].IdentityPrivate(), "claim", caller, b.relayNow(), body)
-			return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: h, Body: body})
+			return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: h, Body: body})
 		}
 		// Naming itself, the site is no runner anyone paired.
 		requireAnswer(t, asDaemon(siteMain), 401, bodyRunnerUnknown)
@@ -189,7 +189,7 @@ func TestAdversarial_SiteKeyOnTheDaemonPlaneIsRefused(t *testing.T) {
 		requireAnswer(t, asDaemon("runner_alice"), 401, bodyBadSignature)
 		// A site signature as is, under the site's header, is unsigned here.
 		h := b.site.SignHeaders("claim", body)
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: h, Body: body}), 401, bodyNotSigned)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: h, Body: body}), 401, bodyNotSigned)
 	})
 }
 
@@ -217,7 +217,7 @@ func TestAdversarial_SiteIDInTheQueryThatTheSignatureDoesNotNameIsRefused(t *tes
 				"?SiteId=site_main":          bodySchema,
 				"?siteId":                    bodySchema,
 			} {
-				resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/" + route + query, Header: h})
+				resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/" + route + query, Header: h})
 				status := 403
 				if want == bodySchema {
 					status = 400
@@ -227,7 +227,7 @@ func TestAdversarial_SiteIDInTheQueryThatTheSignatureDoesNotNameIsRefused(t *tes
 			// The other registered site, asking about the relay's site in
 			// the query, is still not the relay's site.
 			oh := b.otherSite.SignHeaders("site/"+route, nil)
-			requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/" + route + "?siteId=site_main", Header: oh}), 403, bodyNotYourSite)
+			requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/" + route + "?siteId=site_main", Header: oh}), 403, bodyNotYourSite)
 		}
 	})
 }
@@ -341,8 +341,8 @@ func TestAdversarial_ClaimMaxAtAndBeyondTheBounds(t *testing.T) {
 		for i := range jobs {
 			b.enqueue(t, b.stub(t, fmt.Sprintf("job-%03d", i), "alice"))
 		}
-		caps := string(mustJSON(t, client.Capabilities([]string{protocol.KindGenerate})))
-		claim := func(max string) client.RawResponse {
+		caps := string(mustJSON(t, peer.Capabilities([]string{protocol.KindGenerate})))
+		claim := func(max string) peer.RawResponse {
 			resp, err := d.Do(b.ctx, "claim", []byte(`{"protocolVersion":"0","runnerId":"runner_alice","capabilities":`+caps+`,"max":`+max+`}`))
 			require.NoError(t, err)
 			return resp

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
@@ -22,7 +22,7 @@ import (
 // debugPage fetches the page at base+path and checks the envelope of it.
 func debugPage(t *testing.T, b *bundle, base, path, method string) string {
 	t.Helper()
-	resp := b.raw(t, client.RawRequest{BaseURL: base, Method: method, Path: path})
+	resp := b.raw(t, peer.RawRequest{BaseURL: base, Method: method, Path: path})
 	require.Equal(t, 200, resp.Status, "%s", resp.Body)
 	require.Equal(t, []string{"text/html; charset=utf-8"}, resp.Header.Values("Content-Type"))
 	return string(resp.Body)
@@ -32,7 +32,7 @@ func TestDebugPage_IsNotOnThePublicListenerByDefault(t *testing.T) { // E6, desi
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		for _, path := range []string{"/debug", "/byollm/debug"} {
 			for _, m := range []string{http.MethodGet, http.MethodPost} {
-				requireAnswer(t, b.raw(t, client.RawRequest{Method: m, Path: path}), 404, bodyNotFoundPath)
+				requireAnswer(t, b.raw(t, peer.RawRequest{Method: m, Path: path}), 404, bodyNotFoundPath)
 			}
 		}
 	})
@@ -48,7 +48,7 @@ func TestDebugPage_IsOnThePublicListenerWithPublicDebugAndAlwaysOnAdmin(t *testi
 			}
 		}
 		// Only the exact paths: the old base path is not one of them.
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/byollm/debug"}), 404, bodyNotFoundPath)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/byollm/debug"}), 404, bodyNotFoundPath)
 	})
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		for _, path := range []string{"/debug", "/byollm/debug"} {
@@ -193,13 +193,13 @@ func rowOf(t *testing.T, page, text string) string {
 
 func TestAdmin_HealthAndReadinessWithTheProjectionHash(t *testing.T) { // design §7, issue 2 /readyz
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
-		resp := b.raw(t, client.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/healthz"})
+		resp := b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/healthz"})
 		require.Equal(t, 200, resp.Status)
 		require.Equal(t, []string{"application/json"}, resp.Header.Values("Content-Type"))
 
 		ready := func(status int, state string) {
 			t.Helper()
-			resp := b.raw(t, client.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
+			resp := b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
 			require.Equal(t, status, resp.Status, "%s", resp.Body)
 			require.Equal(t, []string{"application/json"}, resp.Header.Values("Content-Type"))
 			var body struct{ Status, Projection string }
@@ -217,7 +217,7 @@ func TestAdmin_HealthAndReadinessWithTheProjectionHash(t *testing.T) { // design
 		b.admin.Drain()
 		ready(503, "draining")
 		// Draining stops readiness, not liveness or service.
-		resp = b.raw(t, client.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/healthz"})
+		resp = b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/healthz"})
 		require.Equal(t, 200, resp.Status)
 		b.paired(t, "alice")
 	})
@@ -226,7 +226,7 @@ func TestAdmin_HealthAndReadinessWithTheProjectionHash(t *testing.T) { // design
 func TestAdmin_UnknownPathsAreTheJSON404(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		for _, path := range []string{"/nope", "/byollm/claim", "/relay/site/enqueue"} {
-			requireAnswer(t, b.raw(t, client.RawRequest{BaseURL: b.adminURL, Method: http.MethodPost, Path: path}), 404, bodyNotFoundPath)
+			requireAnswer(t, b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodPost, Path: path}), 404, bodyNotFoundPath)
 		}
 	})
 }

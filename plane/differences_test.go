@@ -13,14 +13,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
 
 // requireUnsupportedVersion checks relayd's G4 refusal.
-func requireUnsupportedVersion(t *testing.T, resp client.RawResponse) {
+func requireUnsupportedVersion(t *testing.T, resp peer.RawResponse) {
 	t.Helper()
 	require.Equal(t, 400, resp.Status, "%s", resp.Body)
 	require.Equal(t, []string{"application/json"}, resp.Header.Values("Content-Type"))
@@ -42,8 +42,8 @@ func TestG4_UnsupportedProtocolVersionIsNamedBeforeTheSignature(t *testing.T) {
 		d := b.paired(t, "alice")
 		other := `{"protocolVersion":"1","runnerId":"runner_alice","capabilities":[],"max":1}`
 		// Unsigned, and from a runner nobody knows: the version is checked first.
-		requireUnsupportedVersion(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: []byte(other)}))
-		requireUnsupportedVersion(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: b.daemonAt(t, "stranger", b.url, "nobody").SignHeaders("claim", []byte(other)), Body: []byte(other)}))
+		requireUnsupportedVersion(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: []byte(other)}))
+		requireUnsupportedVersion(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: b.daemonAt(t, "stranger", b.url, "nobody").SignHeaders("claim", []byte(other)), Body: []byte(other)}))
 		// Signed: the same answer.
 		resp, err := d.Do(b.ctx, "claim", []byte(other))
 		require.NoError(t, err)
@@ -58,14 +58,14 @@ func TestG4_UnsupportedProtocolVersionIsNamedBeforeTheSignature(t *testing.T) {
 			"result":    `{"protocolVersion":0}`,
 			"release":   `{"protocolVersion":null,"leases":[],"reason":"shutdown"}`,
 		} {
-			requireUnsupportedVersion(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/" + endpoint, Body: []byte(body)}))
+			requireUnsupportedVersion(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/" + endpoint, Body: []byte(body)}))
 		}
 
 		// A missing version is an ordinary schema failure after auth.
 		resp, err = d.Do(b.ctx, "claim", []byte(`{"runnerId":"runner_alice","capabilities":[],"max":1}`))
 		require.NoError(t, err)
 		requireAnswer(t, resp, 400, bodySchema)
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: []byte(`{"runnerId":"runner_alice"}`)}), 401, bodyNotSigned)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: []byte(`{"runnerId":"runner_alice"}`)}), 401, bodyNotSigned)
 	})
 }
 
@@ -143,11 +143,11 @@ func TestG7_RePairRefreshesTheStoredKeysAndOwner(t *testing.T) {
 		old := b.paired(t, "alice")
 		// The device rotates its encryption key and the control plane
 		// records it; the identity key stays.
-		rotated, err := client.NewKeys(old.Keys().IdentityPrivate(), genKeys(t).EncryptionPrivate())
+		rotated, err := peer.NewKeys(old.Keys().IdentityPrivate(), genKeys(t).EncryptionPrivate())
 		require.NoError(t, err)
 		require.NotEqual(t, old.Keys().Public().Encryption, rotated.Public().Encryption)
 		b.project(t, setDevice("runner_alice", "alice", rotated.Public()))
-		d, err := client.NewDaemon(b.clientConfig(b.url), rotated, "")
+		d, err := peer.NewDaemon(b.clientConfig(b.url), rotated, "")
 		require.NoError(t, err)
 		_, err = d.Pair(b.ctx, "alice")
 		require.NoError(t, err)
@@ -161,7 +161,7 @@ func TestG7_RePairRefreshesTheStoredKeysAndOwner(t *testing.T) {
 		c := b.claimOne(t, d, "job-1")
 		require.Equal(t, rotated.Public(), b.pending(t, "job-1").Device)
 		env := b.seal(t, c, `{"prompt":"to the new key"}`)
-		_, err = client.Open(rotated, env, client.Expectation{JobID: "job-1", Direction: protocol.DirectionPayload, SenderIdentity: b.keys["site"].Public().Identity})
+		_, err = peer.Open(rotated, env, peer.Expectation{JobID: "job-1", Direction: protocol.DirectionPayload, SenderIdentity: b.keys["site"].Public().Identity})
 		require.NoError(t, err)
 
 		// The device changes hands: a re-pair for its new owner takes effect.
@@ -180,13 +180,13 @@ func TestG7_AnUnsignedRePairCannotRollADeviceBackToARetiredKey(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		old := b.paired(t, "alice")
 		retired := old.Keys().Public()
-		rotated, err := client.NewKeys(old.Keys().IdentityPrivate(), genKeys(t).EncryptionPrivate())
+		rotated, err := peer.NewKeys(old.Keys().IdentityPrivate(), genKeys(t).EncryptionPrivate())
 		require.NoError(t, err)
 		b.project(t, setDevice("runner_alice", "alice", rotated.Public()))
 
 		// The retired set is still self-consistent and was public; anyone can
 		// present it to the unsigned pair. The relay stores what it approved.
-		stranger, err := client.NewDaemon(b.clientConfig(b.url), old.Keys(), "")
+		stranger, err := peer.NewDaemon(b.clientConfig(b.url), old.Keys(), "")
 		require.NoError(t, err)
 		_, err = stranger.Pair(b.ctx, "alice")
 		require.NoError(t, err)
@@ -195,7 +195,7 @@ func TestG7_AnUnsignedRePairCannotRollADeviceBackToARetiredKey(t *testing.T) {
 		require.Equal(t, rotated.Public(), p.Device)
 		require.NotEqual(t, retired.Encryption, p.Device.Encryption)
 
-		d, err := client.NewDaemon(b.clientConfig(b.url), rotated, "runner_alice")
+		d, err := peer.NewDaemon(b.clientConfig(b.url), rotated, "runner_alice")
 		require.NoError(t, err)
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
 		b.claimOne(t, d, "job-1")
@@ -215,7 +215,7 @@ func TestG7_ARunnerWhoseApprovedKeysOrOwnerChangedMustPairAgain(t *testing.T) {
 		b.requireState(t, "alices", store.Queued)
 
 		// Re-approved with another encryption key: the same.
-		rotated, err := client.NewKeys(d.Keys().IdentityPrivate(), genKeys(t).EncryptionPrivate())
+		rotated, err := peer.NewKeys(d.Keys().IdentityPrivate(), genKeys(t).EncryptionPrivate())
 		require.NoError(t, err)
 		b.project(t, setDevice("runner_alice", "alice", rotated.Public()))
 		_, err = d.Claim(b.ctx, []string{protocol.KindGenerate}, 8)
@@ -253,7 +253,7 @@ func TestG7_RunnerWhoseDeviceWasReapprovedUnderAnotherKeyIsNotRecognised(t *test
 		requireAnswer(t, resp, 401, bodyRunnerUnknown)
 
 		// The replacement device pairs under the same runner id and works.
-		d, err := client.NewDaemon(b.clientConfig(b.url), replacement, "")
+		d, err := peer.NewDaemon(b.clientConfig(b.url), replacement, "")
 		require.NoError(t, err)
 		_, err = d.Pair(b.ctx, "alice")
 		require.NoError(t, err)
@@ -317,7 +317,7 @@ func TestG9_FetchAfterResultIsTooLateAndTheJobStaysDone(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, res.Jobs, 1, "results still lists the job")
 		// A second result is a duplicate and overwrites nothing.
-		env, err := client.Seal(d.Keys(), b.keys["site"].Public(), c.ID, protocol.DirectionResult, c.DeadlineAt, json.RawMessage(`{"second":true}`))
+		env, err := peer.Seal(d.Keys(), b.keys["site"].Public(), c.ID, protocol.DirectionResult, c.DeadlineAt, json.RawMessage(`{"second":true}`))
 		require.NoError(t, err)
 		resp, err := d.Result(b.ctx, c.ID, c.Lease.ID, env, protocol.DispositionError)
 		require.NoError(t, err)
@@ -408,12 +408,12 @@ func TestG17_IssuedAtIsDecimalDigitsOnly(t *testing.T) {
 		for _, form := range forms {
 			h := d.SignHeadersAt("claim", body, now)
 			h.Set(protocol.HeaderIssuedAt, form)
-			resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: h, Body: body})
+			resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: h, Body: body})
 			requireAnswer(t, resp, 401, bodyNotSigned)
 
 			hs := b.site.SignHeadersAt("site/pending", nil, now)
 			hs.Set(protocol.HeaderIssuedAt, form)
-			resp = b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: hs})
+			resp = b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: hs})
 			requireAnswer(t, resp, 401, bodyNotSigned)
 		}
 
@@ -421,7 +421,7 @@ func TestG17_IssuedAtIsDecimalDigitsOnly(t *testing.T) {
 		// normalised number.
 		h := d.SignHeadersAt("claim", body, now)
 		h.Set(protocol.HeaderIssuedAt, "00"+itoa(now))
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: h, Body: body}), 200, emptyClaim)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: h, Body: body}), 200, emptyClaim)
 	})
 }
 
@@ -436,7 +436,7 @@ func TestA03_BodyThatIsNotValidUTF8IsRefusedAfterAuth(t *testing.T) {
 		require.NoError(t, err)
 		requireAnswer(t, resp, 400, bodySchema)
 		// Auth came first: the same bytes unsigned are refused as unsigned.
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: claim}), 401, bodyNotSigned)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: claim}), 401, bodyNotSigned)
 
 		enq := []byte(strings.Replace(string(enqueueBody(t, siteMain, b.stub(t, "job-1", "alice"))), `"owner":"alice"`, "\"owner\":\"alice\xff\"", 1))
 		requireAnswer(t, siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", enq), 400, bodySchema)
@@ -455,7 +455,7 @@ func TestA04_BodyThatRepeatsAKeyIsRefusedAfterAuth(t *testing.T) {
 		resp, err := d.Do(b.ctx, "claim", dup)
 		require.NoError(t, err)
 		requireAnswer(t, resp, 400, bodySchema)
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: dup}), 401, bodyNotSigned)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: dup}), 401, bodyNotSigned)
 
 		// A repeated siteId is how one parser would see site_other and another
 		// site_main: refused, not resolved either way.
@@ -486,7 +486,7 @@ func TestG26_BodyOverTheCapIs413WithAJSONBody(t *testing.T) {
 	const limit = 1024
 	eachStore(t, &setupOpts{MaxBodyBytes: limit}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
-		require413 := func(t *testing.T, resp client.RawResponse) {
+		require413 := func(t *testing.T, resp peer.RawResponse) {
 			t.Helper()
 			require.Equal(t, http.StatusRequestEntityTooLarge, resp.Status, "%s", resp.Body)
 			require.Equal(t, []string{"application/json"}, resp.Header.Values("Content-Type"))
@@ -505,7 +505,7 @@ func TestG26_BodyOverTheCapIs413WithAJSONBody(t *testing.T) {
 		require.NoError(t, err)
 		require413(t, resp)
 		// Far over, and unsigned: the cap comes before everything else.
-		require413(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: padTo(t, claim, 1<<20)}))
+		require413(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: padTo(t, claim, 1<<20)}))
 
 		enq := enqueueBody(t, siteMain, b.stub(t, "job-1", "alice"))
 		require413(t, siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", padTo(t, enq, limit+1)))
@@ -521,7 +521,7 @@ func TestG26_OversizedBodyKeepsAWireCodeEveryClientKnows(t *testing.T) {
 		// Deliberate: 413 with the known code bad-request, as the reference
 		// pairs statuses and codes freely (G1). A code outside the wire set
 		// could make a strict client fail to parse the refusal at all.
-		resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: padTo(t, claimBody(t, "runner_alice"), 4096)})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: padTo(t, claimBody(t, "runner_alice"), 4096)})
 		require.Equal(t, http.StatusRequestEntityTooLarge, resp.Status)
 		var e protocol.ErrorBody
 		require.NoError(t, json.Unmarshal(resp.Body, &e))
@@ -555,7 +555,7 @@ func TestD11_StaleSealIsRefused(t *testing.T) {
 		b.seal(t, c, `{"prompt":"for the second device"}`)
 		got, err := second.Fetch(b.ctx, "job-1", c.Lease.ID)
 		require.NoError(t, err)
-		plain, err := client.Open(b.keys["alice2"], got.Envelope, client.Expectation{JobID: "job-1", Direction: protocol.DirectionPayload, SenderIdentity: b.keys["site"].Public().Identity})
+		plain, err := peer.Open(b.keys["alice2"], got.Envelope, peer.Expectation{JobID: "job-1", Direction: protocol.DirectionPayload, SenderIdentity: b.keys["site"].Public().Identity})
 		require.NoError(t, err)
 		require.JSONEq(t, `{"prompt":"for the second device"}`, string(plain))
 	})
@@ -573,7 +573,7 @@ func TestD11_ResultFromAnotherDeviceIsRefused(t *testing.T) {
 		_, err := d.Fetch(b.ctx, "job-1", c.Lease.ID)
 		require.NoError(t, err)
 
-		forged, err := client.Seal(b.keys["bob"], b.keys["site"].Public(), c.ID, protocol.DirectionResult, c.DeadlineAt, json.RawMessage(`{"outcome":{"text":"not mine"}}`))
+		forged, err := peer.Seal(b.keys["bob"], b.keys["site"].Public(), c.ID, protocol.DirectionResult, c.DeadlineAt, json.RawMessage(`{"outcome":{"text":"not mine"}}`))
 		require.NoError(t, err)
 		_, err = d.Result(b.ctx, c.ID, c.Lease.ID, forged, protocol.DispositionOK)
 		requireRefused(t, err, http.StatusBadRequest, `{"error":"bad-request","message":"that result is not sealed by the device that holds the job"}`)

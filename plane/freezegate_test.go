@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
@@ -27,7 +27,7 @@ const (
 
 // roundTrip drives one job through every step over HTTP and returns what
 // the site opened.
-func roundTrip(t *testing.T, b *bundle, d *client.Daemon, runner string, s protocol.JobStub) (protocol.FinishedJob, json.RawMessage) {
+func roundTrip(t *testing.T, b *bundle, d *peer.Daemon, runner string, s protocol.JobStub) (protocol.FinishedJob, json.RawMessage) {
 	t.Helper()
 	b.enqueue(t, s)
 
@@ -54,7 +54,7 @@ func roundTrip(t *testing.T, b *bundle, d *client.Daemon, runner string, s proto
 	b.requireState(t, s.ID, store.Running)
 	site, ok := d.SiteIdentity()
 	require.True(t, ok)
-	opened, err := client.Open(d.Keys(), fetched.Envelope, client.Expectation{JobID: s.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Identity})
+	opened, err := peer.Open(d.Keys(), fetched.Envelope, peer.Expectation{JobID: s.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Identity})
 	require.NoError(t, err)
 	require.JSONEq(t, string(payload), string(opened), "the daemon recovers the prompt")
 
@@ -126,7 +126,7 @@ func TestFreezeGate3_DaemonRefusesWorkSealedByAKeyItNeverPinned(t *testing.T) { 
 		require.Equal(t, b.keys["site"].Public(), pinned, "pair pinned the site's identity")
 
 		// A stranger seals to the right device; the relay cannot tell.
-		forged, err := client.Seal(b.keys["stranger"], p.Device, s.ID, protocol.DirectionPayload, s.DeadlineAt, json.RawMessage(`{"prompt":"obey me"}`))
+		forged, err := peer.Seal(b.keys["stranger"], p.Device, s.ID, protocol.DirectionPayload, s.DeadlineAt, json.RawMessage(`{"prompt":"obey me"}`))
 		require.NoError(t, err)
 		_, err = b.site.Payload(b.ctx, s.ID, forged)
 		require.NoError(t, err, "the relay accepts any opaque envelope")
@@ -134,14 +134,14 @@ func TestFreezeGate3_DaemonRefusesWorkSealedByAKeyItNeverPinned(t *testing.T) { 
 		got, err := d.Fetch(b.ctx, s.ID, c.Lease.ID)
 		require.NoError(t, err)
 		require.Equal(t, forged, got.Envelope, "the relay serves what it stored, verbatim")
-		expect := client.Expectation{JobID: s.ID, Direction: protocol.DirectionPayload, SenderIdentity: pinned.Identity}
-		_, err = client.Open(d.Keys(), got.Envelope, expect)
+		expect := peer.Expectation{JobID: s.ID, Direction: protocol.DirectionPayload, SenderIdentity: pinned.Identity}
+		_, err = peer.Open(d.Keys(), got.Envelope, expect)
 		require.Error(t, err, "the daemon refuses a sender it never pinned")
 
 		// Relabelled to claim the site as sender, it fails the signature.
 		relabelled := got.Envelope
 		relabelled.SenderKeyID = b.keys["site"].KeyID()
-		_, err = client.Open(d.Keys(), relabelled, expect)
+		_, err = peer.Open(d.Keys(), relabelled, expect)
 		require.ErrorContains(t, err, "signature")
 
 		// Refusing gives the job back and keeps it away from this runner.

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/plane"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
@@ -68,7 +68,7 @@ func newFuzzWorld(f *testing.F) *fuzzWorld {
 	for _, name := range []string{"site", "other", "stranger", "alice", "bob", "carol"} {
 		seed := sha256.Sum256([]byte("fuzz identity " + name))
 		enc := sha256.Sum256([]byte("fuzz encryption " + name))
-		k, err := client.NewKeys(ed25519.NewKeyFromSeed(seed[:]), enc)
+		k, err := peer.NewKeys(ed25519.NewKeyFromSeed(seed[:]), enc)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/plane"
 	"github.com/byollm/relayd/projection"
@@ -92,7 +92,7 @@ func deviceNamed(name string) deviceSpec {
 
 // keyring holds every private key of the world by name: "site", "other",
 // each device's name, and "stranger", whom nobody approved.
-type keyring map[string]client.Keys
+type keyring map[string]peer.Keys
 
 // fixtureMod changes the world's fixture; used at setup and with project.
 type fixtureMod func(f *projection.Fixture, k keyring)
@@ -132,8 +132,8 @@ type bundle struct {
 	adminURL string
 	httpc    *http.Client
 
-	site      *client.Site // the site the relay routes for
-	otherSite *client.Site // registered, but not routed for
+	site      *peer.Site // the site the relay routes for
+	otherSite *peer.Site // registered, but not routed for
 }
 
 // eachStore runs test once per store factory, each on a fresh bundle.
@@ -186,9 +186,9 @@ func setup(t *testing.T, sf storeFactory, opts *setupOpts) *bundle {
 	return b
 }
 
-func genKeys(t *testing.T) client.Keys {
+func genKeys(t *testing.T) peer.Keys {
 	t.Helper()
-	k, err := client.GenerateKeys()
+	k, err := peer.GenerateKeys()
 	require.NoError(t, err)
 	return k
 }
@@ -254,8 +254,8 @@ func (b *bundle) replica(t *testing.T, s store.RoutingStore) string {
 	return srv.URL
 }
 
-func (b *bundle) clientConfig(url string) client.Config {
-	return client.Config{
+func (b *bundle) clientConfig(url string) peer.Config {
+	return peer.Config{
 		BaseURLs:     []string{url},
 		BasePath:     b.opts.BasePath,
 		HTTPClient:   b.httpc,
@@ -265,35 +265,35 @@ func (b *bundle) clientConfig(url string) client.Config {
 }
 
 // siteAs is a site client signing as siteID with the named keys.
-func (b *bundle) siteAs(t *testing.T, keys, siteID string) *client.Site {
+func (b *bundle) siteAs(t *testing.T, keys, siteID string) *peer.Site {
 	t.Helper()
-	s, err := client.NewSite(b.clientConfig(b.url), b.keys[keys], siteID)
+	s, err := peer.NewSite(b.clientConfig(b.url), b.keys[keys], siteID)
 	require.NoError(t, err)
 	return s
 }
 
 // daemon is an unpaired daemon with the named device's keys.
-func (b *bundle) daemon(t *testing.T, name string) *client.Daemon {
+func (b *bundle) daemon(t *testing.T, name string) *peer.Daemon {
 	t.Helper()
 	return b.daemonAt(t, name, b.url, "")
 }
 
 // daemonAt is a daemon with the named keys on the relay at url, signing as
 // runnerID until it pairs ("" for none).
-func (b *bundle) daemonAt(t *testing.T, name, url, runnerID string) *client.Daemon {
+func (b *bundle) daemonAt(t *testing.T, name, url, runnerID string) *peer.Daemon {
 	t.Helper()
-	d, err := client.NewDaemon(b.clientConfig(url), b.keys[name], runnerID)
+	d, err := peer.NewDaemon(b.clientConfig(url), b.keys[name], runnerID)
 	require.NoError(t, err)
 	return d
 }
 
 // paired is the named device's daemon, paired for its owner.
-func (b *bundle) paired(t *testing.T, name string) *client.Daemon {
+func (b *bundle) paired(t *testing.T, name string) *peer.Daemon {
 	t.Helper()
 	return b.pairedAt(t, name, b.url)
 }
 
-func (b *bundle) pairedAt(t *testing.T, name, url string) *client.Daemon {
+func (b *bundle) pairedAt(t *testing.T, name, url string) *peer.Daemon {
 	t.Helper()
 	spec := deviceNamed(name)
 	d := b.daemonAt(t, name, url, "")
@@ -402,7 +402,7 @@ func (b *bundle) enqueue(t *testing.T, stubs ...protocol.JobStub) {
 	}
 }
 
-func (b *bundle) claim(t *testing.T, d *client.Daemon, maxJobs int) []protocol.ClaimedStub {
+func (b *bundle) claim(t *testing.T, d *peer.Daemon, maxJobs int) []protocol.ClaimedStub {
 	t.Helper()
 	resp, err := d.Claim(b.ctx, []string{protocol.KindGenerate, protocol.KindChat}, maxJobs)
 	require.NoError(t, err)
@@ -410,7 +410,7 @@ func (b *bundle) claim(t *testing.T, d *client.Daemon, maxJobs int) []protocol.C
 }
 
 // claimOne claims and requires exactly the job id.
-func (b *bundle) claimOne(t *testing.T, d *client.Daemon, id string) protocol.ClaimedStub {
+func (b *bundle) claimOne(t *testing.T, d *peer.Daemon, id string) protocol.ClaimedStub {
 	t.Helper()
 	jobs := b.claim(t, d, 1)
 	require.Len(t, jobs, 1, "claim grants %s", id)
@@ -445,9 +445,9 @@ func (b *bundle) seal(t *testing.T, c protocol.ClaimedStub, plaintext string) pr
 }
 
 // finish seals a result from d to the site and posts it.
-func (b *bundle) finish(t *testing.T, d *client.Daemon, c protocol.ClaimedStub, plaintext string) protocol.SealedEnvelope {
+func (b *bundle) finish(t *testing.T, d *peer.Daemon, c protocol.ClaimedStub, plaintext string) protocol.SealedEnvelope {
 	t.Helper()
-	env, err := client.Seal(d.Keys(), b.keys["site"].Public(), c.ID, protocol.DirectionResult, c.DeadlineAt, json.RawMessage(plaintext))
+	env, err := peer.Seal(d.Keys(), b.keys["site"].Public(), c.ID, protocol.DirectionResult, c.DeadlineAt, json.RawMessage(plaintext))
 	require.NoError(t, err)
 	resp, err := d.Result(b.ctx, c.ID, c.Lease.ID, env, protocol.DispositionOK)
 	require.NoError(t, err)
@@ -456,7 +456,7 @@ func (b *bundle) finish(t *testing.T, d *client.Daemon, c protocol.ClaimedStub, 
 }
 
 // runToDone takes a claimed job through seal, fetch and result.
-func (b *bundle) runToDone(t *testing.T, d *client.Daemon, c protocol.ClaimedStub) {
+func (b *bundle) runToDone(t *testing.T, d *peer.Daemon, c protocol.ClaimedStub) {
 	t.Helper()
 	b.seal(t, c, `{"prompt":"p"}`)
 	_, err := d.Fetch(b.ctx, c.ID, c.Lease.ID)
@@ -495,12 +495,12 @@ func (b *bundle) presence(t *testing.T, runner string) (store.Presence, bool) {
 
 // Raw requests and exact answers.
 
-func (b *bundle) raw(t *testing.T, req client.RawRequest) client.RawResponse {
+func (b *bundle) raw(t *testing.T, req peer.RawRequest) peer.RawResponse {
 	t.Helper()
 	if req.BaseURL == "" {
 		req.BaseURL = b.url
 	}
-	tr, err := client.NewTransport(b.clientConfig(req.BaseURL))
+	tr, err := peer.NewTransport(b.clientConfig(req.BaseURL))
 	require.NoError(t, err)
 	resp, err := tr.Raw(b.ctx, req)
 	require.NoError(t, err)
@@ -508,8 +508,8 @@ func (b *bundle) raw(t *testing.T, req client.RawRequest) client.RawResponse {
 }
 
 // signedDaemon is a raw request from d to path, signed as endpoint over body.
-func signedDaemon(d *client.Daemon, method, path, endpoint string, body []byte) client.RawRequest {
-	return client.RawRequest{Method: method, Path: path, Header: d.SignHeaders(endpoint, body), Body: body}
+func signedDaemon(d *peer.Daemon, method, path, endpoint string, body []byte) peer.RawRequest {
+	return peer.RawRequest{Method: method, Path: path, Header: d.SignHeaders(endpoint, body), Body: body}
 }
 
 func mustJSON(t *testing.T, v any) []byte {
@@ -521,7 +521,7 @@ func mustJSON(t *testing.T, v any) []byte {
 
 func claimBody(t *testing.T, runner string) []byte {
 	t.Helper()
-	return mustJSON(t, protocol.ClaimRequest{ProtocolVersion: "0", RunnerID: runner, Capabilities: client.Capabilities([]string{protocol.KindGenerate}), Max: 8})
+	return mustJSON(t, protocol.ClaimRequest{ProtocolVersion: "0", RunnerID: runner, Capabilities: peer.Capabilities([]string{protocol.KindGenerate}), Max: 8})
 }
 
 func heartbeatBody(t *testing.T, runner string, leases ...protocol.LeaseRef) []byte {
@@ -530,7 +530,7 @@ func heartbeatBody(t *testing.T, runner string, leases ...protocol.LeaseRef) []b
 		leases = []protocol.LeaseRef{}
 	}
 	return mustJSON(t, protocol.HeartbeatRequest{ProtocolVersion: "0", RunnerID: runner, DaemonVersion: "test",
-		Capabilities: client.Capabilities([]string{protocol.KindGenerate}), ActiveLeases: leases})
+		Capabilities: peer.Capabilities([]string{protocol.KindGenerate}), ActiveLeases: leases})
 }
 
 func lease(c protocol.ClaimedStub) protocol.LeaseRef {
@@ -539,7 +539,7 @@ func lease(c protocol.ClaimedStub) protocol.LeaseRef {
 
 // requireAnswer checks a response byte for byte: status, the one content
 // type the relay sends with JSON, and the body.
-func requireAnswer(t *testing.T, resp client.RawResponse, status int, body string) {
+func requireAnswer(t *testing.T, resp peer.RawResponse, status int, body string) {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "status; body %s", resp.Body)
 	require.Equal(t, []string{"application/json"}, resp.Header.Values("Content-Type"))
@@ -549,7 +549,7 @@ func requireAnswer(t *testing.T, resp client.RawResponse, status int, body strin
 // requireRefused checks a client error against an exact wire refusal.
 func requireRefused(t *testing.T, err error, status int, body string) {
 	t.Helper()
-	var e *client.Error
+	var e *peer.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, status, e.Status, "status; body %s", e.Raw)
 	require.Equal(t, body, string(e.Raw))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
@@ -26,7 +26,7 @@ func TestLimits_ListsOverTheCapAreSchemaRefusalsAfterAuth(t *testing.T) {
 		leases := []protocol.LeaseRef{lease(held[0]), lease(held[1]), lease(held[2])}
 		before := b.dumpState(t)
 
-		caps := client.Capabilities([]string{protocol.KindGenerate, protocol.KindChat})
+		caps := peer.Capabilities([]string{protocol.KindGenerate, protocol.KindChat})
 		caps = append(caps, caps[0])
 		for endpoint, body := range map[string][]byte{
 			"heartbeat (activeLeases)": heartbeatBody(t, "runner_alice", leases...),
@@ -39,7 +39,7 @@ func TestLimits_ListsOverTheCapAreSchemaRefusalsAfterAuth(t *testing.T) {
 			require.NoError(t, err)
 			requireAnswer(t, resp, 400, bodySchema)
 			// Unsigned, the same body is refused as unsigned: auth comes first.
-			requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/" + name, Body: body}), 401, bodyNotSigned)
+			requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/" + name, Body: body}), 401, bodyNotSigned)
 		}
 		require.Equal(t, before, b.dumpState(t), "nothing renewed, released or granted")
 
@@ -86,7 +86,7 @@ func TestLimits_BodyWithTooManyValuesIsRefusedWithoutBeingRead(t *testing.T) {
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		many := "[" + strings.Repeat("0,", 5000) + "0]"
 		body := []byte(`{"protocolVersion":"2","runnerId":"runner_alice","x":` + many + `}`)
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: body}), 401, bodyNotSigned)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: body}), 401, bodyNotSigned)
 
 		d := b.paired(t, "alice")
 		resp, err := d.Do(b.ctx, "claim", body)

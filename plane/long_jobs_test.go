@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
@@ -18,7 +18,7 @@ import (
 const shortLease = 2000
 
 // running claims, seals and fetches a job, leaving it running on d.
-func running(t *testing.T, b *bundle, d *client.Daemon, id string) protocol.ClaimedStub {
+func running(t *testing.T, b *bundle, d *peer.Daemon, id string) protocol.ClaimedStub {
 	t.Helper()
 	b.enqueue(t, b.stub(t, id, "alice"))
 	c := b.claimOne(t, d, id)
@@ -83,7 +83,7 @@ func TestLongJobs_DeviceThatStopsHeartbeatingLosesTheJob(t *testing.T) { // F27
 		hb, err := d.Heartbeat(b.ctx, []protocol.LeaseRef{lease(c)})
 		require.NoError(t, err)
 		require.Equal(t, []string{"job-1"}, hb.Lost)
-		env, err := client.Seal(d.Keys(), b.keys["site"].Public(), c.ID, protocol.DirectionResult, c.DeadlineAt, []byte(`{"late":true}`))
+		env, err := peer.Seal(d.Keys(), b.keys["site"].Public(), c.ID, protocol.DirectionResult, c.DeadlineAt, []byte(`{"late":true}`))
 		require.NoError(t, err)
 		_, err = d.Result(b.ctx, c.ID, c.Lease.ID, env, protocol.DispositionOK)
 		requireRefused(t, err, 403, bodyNotHolder)

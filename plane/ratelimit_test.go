@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	vk "github.com/valkey-io/valkey-go"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/plane"
 	"github.com/byollm/relayd/ratelimit"
@@ -32,7 +32,7 @@ func bodyRateLimited(retryAfterSeconds int64) string {
 
 // requireRateLimited checks a 429 byte for byte, with its Retry-After
 // header equal to the body's retryAfter.
-func requireRateLimited(t *testing.T, resp client.RawResponse, retryAfterSeconds int64) {
+func requireRateLimited(t *testing.T, resp peer.RawResponse, retryAfterSeconds int64) {
 	t.Helper()
 	requireAnswer(t, resp, http.StatusTooManyRequests, bodyRateLimited(retryAfterSeconds))
 	require.Equal(t, []string{strconv.FormatInt(retryAfterSeconds, 10)}, resp.Header.Values("Retry-After"))
@@ -94,7 +94,7 @@ func TestG26_StrangerNamingARunnerCannotDrainItsBucket(t *testing.T) {
 			resp, err := impostor.Do(b.ctx, "claim", body)
 			require.NoError(t, err)
 			requireAnswer(t, resp, 401, bodyBadSignature)
-			requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: body}), 401, bodyNotSigned)
+			requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: body}), 401, bodyNotSigned)
 		}
 		resp, err := d.Do(b.ctx, "claim", body)
 		require.NoError(t, err)
@@ -143,7 +143,7 @@ func TestG26_PairIsChargedToTheClientAddress(t *testing.T) {
 
 		// Without --trust-forwarded-for the header is the caller's to
 		// write, so it changes nothing.
-		forwarded := client.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pair, Header: http.Header{"X-Forwarded-For": {"198.51.100.7"}}}
+		forwarded := peer.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pair, Header: http.Header{"X-Forwarded-For": {"198.51.100.7"}}}
 		requireRateLimited(t, b.raw(t, forwarded), 3600)
 
 		// A paired runner has its own bucket, full.
@@ -156,8 +156,8 @@ func TestG26_BehindALoadBalancerPairIsChargedToTheLastForwardedAddress(t *testin
 	opts := &setupOpts{RateLimit: ratelimit.Rate{Every: time.Hour, Burst: 1}, TrustForwardedFor: true}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		pair := pairBody(t, "alice", b.keys["alice"].Public())
-		from := func(xff ...string) client.RawResponse {
-			return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pair, Header: http.Header{"X-Forwarded-For": xff}})
+		from := func(xff ...string) peer.RawResponse {
+			return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pair, Header: http.Header{"X-Forwarded-For": xff}})
 		}
 		require.Equal(t, 200, from("198.51.100.7").Status)
 		requireRateLimited(t, from("198.51.100.7"), 3600)
@@ -174,7 +174,7 @@ func TestG26_BehindALoadBalancerPairIsChargedToTheLastForwardedAddress(t *testin
 		requireRateLimited(t, from("::ffff:198.51.100.8"), 3600)
 		// Without a usable header, the connection's address is charged.
 		require.Equal(t, 200, from("not an address").Status)
-		requireRateLimited(t, b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pair}), 3600)
+		requireRateLimited(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: pair}), 3600)
 	})
 }
 
@@ -189,7 +189,7 @@ func TestG26_ReplicasOnOneValkeyLimitACallerTogether(t *testing.T) {
 	require.NoError(t, err)
 	second := b.replica(t, other)
 
-	daemons := []*client.Daemon{b.paired(t, "alice"), b.daemonAt(t, "alice", second, "runner_alice")}
+	daemons := []*peer.Daemon{b.paired(t, "alice"), b.daemonAt(t, "alice", second, "runner_alice")}
 	for i := range 3 {
 		resp, err := daemons[i%2].Do(b.ctx, "claim", claimBody(t, "runner_alice"))
 		require.NoError(t, err)
@@ -231,12 +231,12 @@ func TestG26_LimiterThatCannotAnswerLetsRequestsThrough(t *testing.T) {
 			srv := httptest.NewServer(plane.New(cfg).Handler())
 			t.Cleanup(srv.Close)
 
-			requireAnswer(t, b.raw(t, client.RawRequest{BaseURL: srv.URL, Method: http.MethodPost, Path: "/byollm/pair", Body: pairBody(t, "alice", b.keys["alice"].Public())}),
+			requireAnswer(t, b.raw(t, peer.RawRequest{BaseURL: srv.URL, Method: http.MethodPost, Path: "/byollm/pair", Body: pairBody(t, "alice", b.keys["alice"].Public())}),
 				200, `{"protocolVersion":"0","runnerId":"runner_alice","site":`+string(mustJSON(t, b.keys["site"].Public()))+`}`)
 			resp, err := b.daemonAt(t, "alice", srv.URL, "runner_alice").Do(b.ctx, "claim", claimBody(t, "runner_alice"))
 			require.NoError(t, err)
 			requireAnswer(t, resp, 200, emptyClaim)
-			site, err := client.NewSite(b.clientConfig(srv.URL), b.keys["site"], siteMain)
+			site, err := peer.NewSite(b.clientConfig(srv.URL), b.keys["site"], siteMain)
 			require.NoError(t, err)
 			_, err = site.Pending(b.ctx)
 			require.NoError(t, err, name)

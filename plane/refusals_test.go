@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
@@ -22,13 +22,13 @@ func pairBody(t *testing.T, owner string, device protocol.PublicIdentity) []byte
 	return mustJSON(t, protocol.PairRequest{ProtocolVersion: "0", Owner: owner, Device: device})
 }
 
-func postPair(t *testing.T, b *bundle, body []byte) client.RawResponse {
+func postPair(t *testing.T, b *bundle, body []byte) peer.RawResponse {
 	t.Helper()
-	return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: body})
+	return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/pair", Body: body})
 }
 
 // claimedJob enqueues a job for alice and has alice's daemon claim it.
-func claimedJob(t *testing.T, b *bundle) (*client.Daemon, protocol.ClaimedStub) {
+func claimedJob(t *testing.T, b *bundle) (*peer.Daemon, protocol.ClaimedStub) {
 	t.Helper()
 	d := b.paired(t, "alice")
 	b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -61,165 +61,165 @@ func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
 	cases := []struct {
 		name   string
 		opts   *setupOpts
-		send   func(t *testing.T, b *bundle) client.RawResponse
+		send   func(t *testing.T, b *bundle) peer.RawResponse
 		status int
 		body   func(b *bundle) string
 	}{
-		{"01 unknown path", nil, func(t *testing.T, b *bundle) client.RawResponse {
-			return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/literally/anything/claim"})
+		{"01 unknown path", nil, func(t *testing.T, b *bundle) peer.RawResponse {
+			return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/literally/anything/claim"})
 		}, 404, fixed(bodyNotFoundPath)},
-		{"01 unknown endpoint under the base path", nil, func(t *testing.T, b *bundle) client.RawResponse {
-			return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claims"})
+		{"01 unknown endpoint under the base path", nil, func(t *testing.T, b *bundle) peer.RawResponse {
+			return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claims"})
 		}, 404, fixed(bodyNotFoundPath)},
-		{"02 daemon plane unsigned", nil, func(t *testing.T, b *bundle) client.RawResponse {
-			return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/heartbeat", Body: heartbeatBody(t, "runner_alice")})
+		{"02 daemon plane unsigned", nil, func(t *testing.T, b *bundle) peer.RawResponse {
+			return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/heartbeat", Body: heartbeatBody(t, "runner_alice")})
 		}, 401, fixed(bodyNotSigned)},
-		{"02 site plane unsigned", nil, func(t *testing.T, b *bundle) client.RawResponse {
-			return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Body: []byte(`{"siteId":"site_main","jobId":"x"}`)})
+		{"02 site plane unsigned", nil, func(t *testing.T, b *bundle) peer.RawResponse {
+			return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Body: []byte(`{"siteId":"site_main","jobId":"x"}`)})
 		}, 401, fixed(bodyNotSigned)},
-		{"03 runner never paired", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"03 runner never paired", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			resp, err := b.daemonAt(t, "alice", b.url, "runner_alice").Do(b.ctx, "claim", claimBody(t, "runner_alice"))
 			require.NoError(t, err)
 			return resp
 		}, 401, fixed(bodyRunnerUnknown)},
-		{"04 site not registered", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"04 site not registered", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return siteDo(b.ctx, t, b.siteAs(t, "stranger", "site_nobody"), http.MethodGet, "results", nil)
 		}, 401, fixed(bodySiteUnknown)},
-		{"05 daemon plane stale", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"05 daemon plane stale", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			d := b.paired(t, "alice")
 			body := claimBody(t, "runner_alice")
-			return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: d.SignHeadersAt("claim", body, b.relayNow()-120_001), Body: body})
+			return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: d.SignHeadersAt("claim", body, b.relayNow()-120_001), Body: body})
 		}, 401, func(b *bundle) string { return bodyClockSkew(b.relayNow()) }},
-		{"05 site plane stale", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"05 site plane stale", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			body := []byte(`{"siteId":"site_main","jobId":"x"}`)
-			return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Header: b.site.SignHeadersAt("site/cancel", body, b.relayNow()+120_001), Body: body})
+			return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Header: b.site.SignHeadersAt("site/cancel", body, b.relayNow()+120_001), Body: body})
 		}, 401, func(b *bundle) string { return bodyClockSkew(b.relayNow()) }},
-		{"06 daemon plane bad signature", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"06 daemon plane bad signature", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			b.paired(t, "alice")
 			resp, err := b.daemonAt(t, "alice2", b.url, "runner_alice").Do(b.ctx, "claim", claimBody(t, "runner_alice"))
 			require.NoError(t, err)
 			return resp
 		}, 401, fixed(bodyBadSignature)},
-		{"06 site plane bad signature", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"06 site plane bad signature", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return siteDo(b.ctx, t, b.siteAs(t, "other", siteMain), http.MethodGet, "pending", nil)
 		}, 401, fixed(bodyBadSignature)},
-		{"07 revoked", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"07 revoked", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			d, c := claimedJob(t, b)
 			b.project(t, withRevocation("alice"))
 			resp, err := d.Do(b.ctx, "release", mustJSON(t, protocol.ReleaseRequest{ProtocolVersion: "0", RunnerID: "runner_alice", Leases: []protocol.LeaseRef{lease(c)}, Reason: "shutdown"}))
 			require.NoError(t, err)
 			return resp
 		}, 403, fixed(bodyRevoked)},
-		{"08 daemon schema", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"08 daemon schema", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			resp, err := b.paired(t, "alice").Do(b.ctx, "claim", []byte(`{"protocolVersion":"0","runnerId":"runner_alice","capabilities":[],"max":65}`))
 			require.NoError(t, err)
 			return resp
 		}, 400, fixed(bodySchema)},
-		{"09 site schema", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"09 site schema", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			// An extra stub field such as audienceAllow is refused (A11.1, F8).
 			body := []byte(`{"siteId":"site_main","stub":{"id":"j","kind":"llm.generate","owner":"alice","site":"` + b.keys["site"].KeyID() +
 				`","audience":"named","sizeClass":"small","streaming":false,"deadlineAt":9999999999999,"audienceAllow":["bob"]}}`)
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", body)
 		}, 400, fixed(bodySchema)},
-		{"10 body siteId is not the signer", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"10 body siteId is not the signer", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", enqueueBody(t, siteOther, b.stub(t, "j", "alice")))
 		}, 403, fixed(bodyNotYourSite)},
-		{"10 query siteId is not the signer", nil, func(t *testing.T, b *bundle) client.RawResponse {
-			return b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=site_other", Header: b.site.SignHeaders("site/pending", nil)})
+		{"10 query siteId is not the signer", nil, func(t *testing.T, b *bundle) peer.RawResponse {
+			return b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=site_other", Header: b.site.SignHeaders("site/pending", nil)})
 		}, 403, fixed(bodyNotYourSite)},
-		{"11 signer is not the relay site", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"11 signer is not the relay site", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return siteDo(b.ctx, t, b.otherSite, http.MethodPost, "cancel", []byte(`{"siteId":"site_other","jobId":"x"}`))
 		}, 403, fixed(bodyNotRoutedForYou)},
-		{"12 claim runnerId is not the caller", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"12 claim runnerId is not the caller", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			b.paired(t, "alice2")
 			resp, err := b.paired(t, "alice").Do(b.ctx, "claim", claimBody(t, "runner_alice2"))
 			require.NoError(t, err)
 			return resp
 		}, 401, fixed(bodyRunnerMismatch)},
-		{"13 fetch unknown job", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"13 fetch unknown job", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			resp, err := b.paired(t, "alice").Do(b.ctx, "fetch", fetchBody(t, "runner_alice", "nope", "l"))
 			require.NoError(t, err)
 			return resp
 		}, 404, fixed(bodyUnknownJob)},
-		{"13 result unknown job", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"13 result unknown job", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			resp, err := b.paired(t, "alice").Do(b.ctx, "result", b.resultBody(t, "runner_alice", "nope", "l"))
 			require.NoError(t, err)
 			return resp
 		}, 404, fixed(bodyUnknownJob)},
-		{"14 fetch by a runner that does not hold the job", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"14 fetch by a runner that does not hold the job", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			_, c := claimedJob(t, b)
 			resp, err := b.paired(t, "alice2").Do(b.ctx, "fetch", fetchBody(t, "runner_alice2", c.ID, c.Lease.ID))
 			require.NoError(t, err)
 			return resp
 		}, 403, fixed(bodyNotHolder)},
-		{"14 result by a runner that does not hold the job", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"14 result by a runner that does not hold the job", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			_, c := claimedJob(t, b)
 			resp, err := b.paired(t, "alice2").Do(b.ctx, "result", b.resultBody(t, "runner_alice2", c.ID, c.Lease.ID))
 			require.NoError(t, err)
 			return resp
 		}, 403, fixed(bodyNotHolder)},
-		{"15 fetch under a stale lease", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"15 fetch under a stale lease", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			d, c := claimedJob(t, b)
 			resp, err := d.Do(b.ctx, "fetch", fetchBody(t, "runner_alice", c.ID, "00000000-0000-4000-8000-000000000000"))
 			require.NoError(t, err)
 			return resp
 		}, 403, fixed(bodyStaleLease)},
-		{"15 result under a stale lease", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"15 result under a stale lease", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			d, c := claimedJob(t, b)
 			resp, err := d.Do(b.ctx, "result", b.resultBody(t, "runner_alice", c.ID, "00000000-0000-4000-8000-000000000000"))
 			require.NoError(t, err)
 			return resp
 		}, 403, fixed(bodyStaleLease)},
-		{"16 fetch before the seal", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"16 fetch before the seal", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			d, c := claimedJob(t, b)
 			resp, err := d.Do(b.ctx, "fetch", fetchBody(t, "runner_alice", c.ID, c.Lease.ID))
 			require.NoError(t, err)
 			return resp
 		}, 409, fixed(bodyNotReady)},
-		{"17 pair schema: a device-code pairing body", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"17 pair schema: a device-code pairing body", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return postPair(t, b, []byte(`{"protocolVersion":"0","owner":"alice","device":`+string(mustJSON(t, b.keys["alice"].Public()))+`,"deviceName":"laptop"}`))
 		}, 400, fixed(bodyPairSchema)},
-		{"18 pair identity not self-consistent", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"18 pair identity not self-consistent", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			dev := b.keys["alice"].Public()
 			dev.Encryption = b.keys["bob"].Public().Encryption
 			return postPair(t, b, pairBody(t, "alice", dev))
 		}, 400, fixed(bodyInconsistent)},
-		{"19 pair without consent", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"19 pair without consent", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return postPair(t, b, pairBody(t, "carol", b.keys["carol"].Public()))
 		}, 403, fixed(bodyNoConsent)},
-		{"20 pair while the relay site is unregistered", &setupOpts{Fixture: []fixtureMod{withoutSite(siteMain)}}, func(t *testing.T, b *bundle) client.RawResponse {
+		{"20 pair while the relay site is unregistered", &setupOpts{Fixture: []fixtureMod{withoutSite(siteMain)}}, func(t *testing.T, b *bundle) peer.RawResponse {
 			return postPair(t, b, pairBody(t, "alice", b.keys["alice"].Public()))
 		}, 403, fixed(bodyPairSiteUnknown)},
-		{"21 pair device not approved", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"21 pair device not approved", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return postPair(t, b, pairBody(t, "alice", b.keys["stranger"].Public()))
 		}, 403, fixed(bodyDeviceNotApproved)},
-		{"22 pair device approved for another owner", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"22 pair device approved for another owner", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return postPair(t, b, pairBody(t, "bob", b.keys["alice"].Public()))
 		}, 403, fixed(bodyDeviceOtherOwner)},
-		{"23 stub naming another site's key", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"23 stub naming another site's key", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", enqueueBody(t, siteMain, b.stub(t, "j", "alice", namedSite("BYOLLM-0000-0000-0000-0000-0000-0000"))))
 		}, 403, fixed(bodyStubWrongSite)},
-		{"24 job id held by another site", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"24 job id held by another site", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			// Only a shared store can hold another site's job (G25).
 			foreign := b.otherSite.Stub("shared-id", protocol.KindGenerate, "alice", b.storeNow(t)+jobTTL.Milliseconds())
 			_, err := b.store.Enqueue(b.ctx, store.EnqueueInput{SiteID: siteOther, Stub: foreign})
 			require.NoError(t, err)
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", enqueueBody(t, siteMain, b.stub(t, "shared-id", "alice")))
 		}, 403, fixed(bodyIDTaken)},
-		{"25 payload for an unknown job", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"25 payload for an unknown job", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", b.payloadBody(t, "nope"))
 		}, 404, fixed(bodyUnknownJob)},
-		{"25 payload for another site's job", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"25 payload for another site's job", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			foreign := b.otherSite.Stub("foreign", protocol.KindGenerate, "alice", b.storeNow(t)+jobTTL.Milliseconds())
 			_, err := b.store.Enqueue(b.ctx, store.EnqueueInput{SiteID: siteOther, Stub: foreign})
 			require.NoError(t, err)
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", b.payloadBody(t, "foreign"))
 		}, 404, fixed(bodyUnknownJob)},
-		{"26 payload for a queued job", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"26 payload for a queued job", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			b.enqueue(t, b.stub(t, "job-1", "alice"))
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", b.payloadBody(t, "job-1"))
 		}, 409, fixed(bodyTooLate(store.Queued))},
-		{"26 payload for a job already sealed", nil, func(t *testing.T, b *bundle) client.RawResponse {
+		{"26 payload for a job already sealed", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			_, c := claimedJob(t, b)
 			b.seal(t, c, `{"prompt":"p"}`)
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", b.payloadBody(t, "job-1"))
@@ -256,7 +256,7 @@ func TestAuthOrder_UnknownRunnerWithAStaleTimestampIsNotRecognised(t *testing.T)
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.daemonAt(t, "alice", b.url, "runner_alice") // never paired
 		body := claimBody(t, "runner_alice")
-		resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: d.SignHeadersAt("claim", body, b.relayNow()-3_600_000), Body: body})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: d.SignHeadersAt("claim", body, b.relayNow()-3_600_000), Body: body})
 		requireAnswer(t, resp, 401, bodyRunnerUnknown)
 	})
 }
@@ -266,12 +266,12 @@ func TestAuthOrder_StaleAndBadlySignedIsClockSkew(t *testing.T) { // A2.5
 		b.paired(t, "alice")
 		impostor := b.daemonAt(t, "stranger", b.url, "runner_alice")
 		body := claimBody(t, "runner_alice")
-		resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: impostor.SignHeadersAt("claim", body, b.relayNow()-200_000), Body: body})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: impostor.SignHeadersAt("claim", body, b.relayNow()-200_000), Body: body})
 		requireAnswer(t, resp, 401, bodyClockSkew(b.relayNow()))
 
 		bodyS := []byte(`{"siteId":"site_main","jobId":"x"}`)
 		impostorSite := b.siteAs(t, "stranger", siteMain)
-		resp = b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Header: impostorSite.SignHeadersAt("site/cancel", bodyS, b.relayNow()+200_000), Body: bodyS})
+		resp = b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Header: impostorSite.SignHeadersAt("site/cancel", bodyS, b.relayNow()+200_000), Body: bodyS})
 		requireAnswer(t, resp, 401, bodyClockSkew(b.relayNow()))
 	})
 }
@@ -281,14 +281,14 @@ func TestAuthOrder_SkewOfExactly120000msIsAcceptedEitherWay(t *testing.T) { // A
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
 		for _, skew := range []int64{-120_000, 120_000} {
-			resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: d.SignHeadersAt("claim", body, b.relayNow()+skew), Body: body})
+			resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: d.SignHeadersAt("claim", body, b.relayNow()+skew), Body: body})
 			requireAnswer(t, resp, 200, `{"jobs":[],"leaseMs":60000}`)
 			h := b.site.SignHeadersAt("site/pending", nil, b.relayNow()+skew)
-			resp = b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: h})
+			resp = b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: h})
 			requireAnswer(t, resp, 200, `{"jobs":[]}`)
 		}
 		for _, skew := range []int64{-120_001, 120_001} {
-			resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: d.SignHeadersAt("claim", body, b.relayNow()+skew), Body: body})
+			resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: d.SignHeadersAt("claim", body, b.relayNow()+skew), Body: body})
 			requireAnswer(t, resp, 401, bodyClockSkew(b.relayNow()))
 		}
 	})
@@ -297,7 +297,7 @@ func TestAuthOrder_SkewOfExactly120000msIsAcceptedEitherWay(t *testing.T) { // A
 func TestAuthOrder_SiteSchemaIsCheckedBeforeTheSiteIdAndTheRelaySite(t *testing.T) { // A4.4 before A4.5, A4.6
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		// A read with no siteId at all: 400 after auth.
-		resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/results", Header: b.site.SignHeaders("site/results", nil)})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/results", Header: b.site.SignHeaders("site/results", nil)})
 		requireAnswer(t, resp, 400, bodySchema)
 		// The other site, malformed: schema first, then "not your site", then routing.
 		resp = siteDo(b.ctx, t, b.otherSite, http.MethodPost, "cancel", []byte(`{"siteId":"site_other"}`))
@@ -332,10 +332,10 @@ func TestSignatureHeaders_GarbageIsAFailedCheckAndRepeatsAreJoined(t *testing.T)
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
-		send := func(edit func(h http.Header)) client.RawResponse {
+		send := func(edit func(h http.Header)) peer.RawResponse {
 			h := d.SignHeaders("claim", body)
 			edit(h)
-			return b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: h, Body: body})
+			return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: h, Body: body})
 		}
 		// A signature that does not decode, or decodes to the wrong length, fails like a wrong one.
 		for _, sig := range []string{"!!!not base64!!!", "AAAA", strings.Repeat("A", 200)} {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 )
 
 const emptyClaim = `{"jobs":[],"leaseMs":60000}`
@@ -55,7 +55,7 @@ func TestRouting_PathsThatAreNotAnEndpointAre404(t *testing.T) { // A1.2, A1.3, 
 		// Site-plane paths are exact: a trailing slash or an escape is a 404.
 		for _, path := range []string{"/relay/site/enqueue/", "/relay/site/%65nqueue", "/relay/site/", "/relay/site/claim", "/relay/sites/enqueue", "/byollm/relay/site/enqueue"} {
 			body := enqueueBody(t, siteMain, b.stub(t, "job-1", "alice"))
-			resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: path, Header: b.site.SignHeaders("site/enqueue", body), Body: body})
+			resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: path, Header: b.site.SignHeaders("site/enqueue", body), Body: body})
 			requireAnswer(t, resp, 404, bodyNotFoundPath)
 		}
 		b.requireNoJob(t, "job-1")
@@ -77,7 +77,7 @@ func TestRouting_DotSegmentsAreResolvedBeforeDispatch(t *testing.T) { // A0.5
 		}
 		// The site plane resolves too.
 		h := b.site.SignHeaders("site/pending", nil)
-		resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/x/../site/pending?siteId=" + siteMain, Header: h})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/x/../site/pending?siteId=" + siteMain, Header: h})
 		requireAnswer(t, resp, 200, `{"jobs":[]}`)
 	})
 }
@@ -109,18 +109,18 @@ func TestRouting_MethodIsNeverCheckedAndOnlyPostHasABody(t *testing.T) { // A0.3
 		// A PUT's body is not read: signed over "" it passes auth, signed
 		// over the body it does not.
 		body := claimBody(t, "runner_alice")
-		resp = b.raw(t, client.RawRequest{Method: http.MethodPut, Path: "/byollm/claim", Header: d.SignHeaders("claim", nil), Body: body})
+		resp = b.raw(t, peer.RawRequest{Method: http.MethodPut, Path: "/byollm/claim", Header: d.SignHeaders("claim", nil), Body: body})
 		requireAnswer(t, resp, 400, bodySchema)
 		resp = b.raw(t, signedDaemon(d, http.MethodPut, "/byollm/claim", "claim", body))
 		requireAnswer(t, resp, 401, bodyBadSignature)
 
 		// The same on the site plane, and on the unsigned pair.
 		enq := enqueueBody(t, siteMain, b.stub(t, "job-1", "alice"))
-		resp = b.raw(t, client.RawRequest{Method: http.MethodPut, Path: "/relay/site/enqueue", Header: b.site.SignHeaders("site/enqueue", nil), Body: enq})
+		resp = b.raw(t, peer.RawRequest{Method: http.MethodPut, Path: "/relay/site/enqueue", Header: b.site.SignHeaders("site/enqueue", nil), Body: enq})
 		requireAnswer(t, resp, 400, bodySchema)
 		b.requireNoJob(t, "job-1")
 		for _, m := range []string{http.MethodGet, http.MethodDelete, http.MethodPatch, http.MethodOptions} {
-			resp = b.raw(t, client.RawRequest{Method: m, Path: "/byollm/pair", Body: pairBody(t, "alice", b.keys["alice"].Public())})
+			resp = b.raw(t, peer.RawRequest{Method: m, Path: "/byollm/pair", Body: pairBody(t, "alice", b.keys["alice"].Public())})
 			requireAnswer(t, resp, 400, bodyPairSchema)
 		}
 
@@ -128,7 +128,7 @@ func TestRouting_MethodIsNeverCheckedAndOnlyPostHasABody(t *testing.T) { // A0.3
 		resp, err := b.site.Do(b.ctx, http.MethodPost, "pending", []byte(`{"anything":1}`))
 		require.NoError(t, err)
 		requireAnswer(t, resp, 400, bodySchema) // no siteId in the query
-		resp = b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/pending?siteId=" + siteMain, Header: b.site.SignHeaders("site/pending", []byte(`{"anything":1}`)), Body: []byte(`{"anything":1}`)})
+		resp = b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/pending?siteId=" + siteMain, Header: b.site.SignHeaders("site/pending", []byte(`{"anything":1}`)), Body: []byte(`{"anything":1}`)})
 		requireAnswer(t, resp, 200, `{"jobs":[]}`)
 	})
 }
@@ -138,9 +138,9 @@ func TestRouting_EveryMethodReachesTheHandlerEvenOnesTheRouterDoesNotList(t *tes
 		// Methods outside the usual set (WebDAV and cache verbs, which Node's
 		// HTTP parser accepts) must still go through auth, not get a 404.
 		for _, m := range []string{"PURGE", "LOCK", "COPY", "MKCOL", "SEARCH"} {
-			resp := b.raw(t, client.RawRequest{Method: m, Path: "/byollm/claim"})
+			resp := b.raw(t, peer.RawRequest{Method: m, Path: "/byollm/claim"})
 			requireAnswer(t, resp, 401, bodyNotSigned)
-			resp = b.raw(t, client.RawRequest{Method: m, Path: "/relay/site/pending?siteId=" + siteMain})
+			resp = b.raw(t, peer.RawRequest{Method: m, Path: "/relay/site/pending?siteId=" + siteMain})
 			requireAnswer(t, resp, 401, bodyNotSigned)
 		}
 	})
@@ -167,7 +167,7 @@ func TestRouting_BasePathOptionMovesTheDaemonPlaneOnly(t *testing.T) { // A1.1, 
 		body := claimBody(t, "runner_alice")
 		requireAnswer(t, b.raw(t, signedDaemon(d, http.MethodPost, "/claim", "claim", body)), 200, emptyClaim)
 		requireAnswer(t, b.raw(t, signedDaemon(d, http.MethodPost, "/anything/claim", "claim", body)), 200, emptyClaim)
-		requireAnswer(t, b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/healthz"}), 404, bodyNotFoundPath)
+		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/healthz"}), 404, bodyNotFoundPath)
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
 	})
 }
@@ -176,7 +176,7 @@ func TestRouting_EveryResponseIsJSONWithNoCharset(t *testing.T) { // A0.2
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
-		for _, resp := range []client.RawResponse{
+		for _, resp := range []peer.RawResponse{
 			b.raw(t, signedDaemon(d, http.MethodPost, "/byollm/claim", "claim", claimBody(t, "runner_alice"))),
 			b.raw(t, signedDaemon(d, http.MethodPost, "/byollm/heartbeat", "heartbeat", heartbeatBody(t, "runner_alice"))),
 			siteDo(b.ctx, t, b.site, http.MethodGet, "pending", nil),

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
@@ -30,7 +30,7 @@ func TestG18_IntegersAcceptIntegralFormsAndLeaseItemsAreNotStrict(t *testing.T) 
 		}
 
 		// max 2.0 grants two, and leaseMs is the configured lease.
-		caps := string(mustJSON(t, client.Capabilities([]string{protocol.KindGenerate})))
+		caps := string(mustJSON(t, peer.Capabilities([]string{protocol.KindGenerate})))
 		claim, err := d.Do(b.ctx, "claim", []byte(`{"protocolVersion":"0","runnerId":"runner_alice","capabilities":`+caps+`,"max":2.0}`))
 		require.NoError(t, err)
 		require.Equal(t, 200, claim.Status)
@@ -99,7 +99,7 @@ func TestG16_ReadQueryIsUnsignedFirstValueWinsAndDecoded(t *testing.T) {
 			"?siteId=":                            bodySchema,
 			"?siteid=site_main":                   bodySchema,
 		} {
-			resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/results" + query, Header: h})
+			resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/results" + query, Header: h})
 			status := 200
 			switch want {
 			case bodyNotYourSite:
@@ -131,15 +131,15 @@ func TestDeploymentPosture_RefusesEveryStrangerInJSON(t *testing.T) { // F10, F1
 		stranger := b.siteAs(t, "stranger", siteMain)
 		strangerDaemon := b.daemonAt(t, "stranger", b.url, "runner_alice")
 		b.paired(t, "alice")
-		for name, resp := range map[string]client.RawResponse{
-			"unsigned enqueue":        b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Body: enq}),
-			"unsigned pending":        b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain}),
-			"unsigned results":        b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/results?siteId=" + siteMain}),
-			"unsigned claim":          b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: claimBody(t, "runner_alice")}),
+		for name, resp := range map[string]peer.RawResponse{
+			"unsigned enqueue":        b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Body: enq}),
+			"unsigned pending":        b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain}),
+			"unsigned results":        b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/results?siteId=" + siteMain}),
+			"unsigned claim":          b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: claimBody(t, "runner_alice")}),
 			"stranger-signed enqueue": siteDo(b.ctx, t, stranger, http.MethodPost, "enqueue", enq),
 			"stranger-signed claim":   b.raw(t, signedDaemon(strangerDaemon, http.MethodPost, "/byollm/claim", "claim", claimBody(t, "runner_alice"))),
-			"anything/claim":          b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/literally/anything/claim"}),
-			"debug page":              b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/debug"}),
+			"anything/claim":          b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/literally/anything/claim"}),
+			"debug page":              b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/debug"}),
 		} {
 			require.Contains(t, []int{401, 403, 404}, resp.Status, name)
 			require.Equal(t, []string{"application/json"}, resp.Header.Values("Content-Type"), name)

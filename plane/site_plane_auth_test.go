@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
@@ -24,14 +24,14 @@ func enqueueBody(t *testing.T, siteID string, s protocol.JobStub) []byte {
 func TestSitePlane_UnsignedEnqueueIsRefusedAndStoresNothing(t *testing.T) { // F42
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		body := enqueueBody(t, siteMain, b.stub(t, "job-1", "alice"))
-		resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Body: body})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Body: body})
 		requireAnswer(t, resp, 401, bodyNotSigned)
 		b.requireNoJob(t, "job-1")
 
 		// Two of three headers is still unsigned.
 		h := b.site.SignHeaders("site/enqueue", body)
 		h.Del(protocol.HeaderSignature)
-		resp = b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Header: h, Body: body})
+		resp = b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Header: h, Body: body})
 		requireAnswer(t, resp, 401, bodyNotSigned)
 		b.requireNoJob(t, "job-1")
 	})
@@ -40,7 +40,7 @@ func TestSitePlane_UnsignedEnqueueIsRefusedAndStoresNothing(t *testing.T) { // F
 func TestSitePlane_UnsignedReadsOfWhoIsOnlineAreRefused(t *testing.T) { // F43
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		for _, route := range []string{"pending", "results"} {
-			resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/" + route + "?siteId=" + siteMain})
+			resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/" + route + "?siteId=" + siteMain})
 			requireAnswer(t, resp, 401, bodyNotSigned)
 		}
 	})
@@ -52,7 +52,7 @@ func TestSitePlane_ReadsOnlyItsOwnCallerHeader(t *testing.T) { // A2.1
 		h := b.site.SignHeaders("site/pending", nil)
 		h.Set(protocol.HeaderRunner, h.Get(protocol.HeaderSite))
 		h.Del(protocol.HeaderSite)
-		resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: h})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: h})
 		requireAnswer(t, resp, 401, bodyNotSigned)
 	})
 }
@@ -78,7 +78,7 @@ func TestSitePlane_SiteTheControlPlaneNeverRegisteredIsRefused(t *testing.T) { /
 		// Unknown even with a stale timestamp: registration is checked first.
 		nobody := b.siteAs(t, "stranger", "site_nobody")
 		h := nobody.SignHeadersAt("site/pending", nil, b.relayNow()-10*60_000)
-		resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=site_nobody", Header: h})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=site_nobody", Header: h})
 		requireAnswer(t, resp, 401, bodySiteUnknown)
 	})
 }
@@ -124,10 +124,10 @@ func TestSitePlane_BodyNamingASiteTheSignatureDoesNotIsForbidden(t *testing.T) {
 func TestSitePlane_SignatureMadeForAnotherEndpointIsRefused(t *testing.T) { // F49, A2.8
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		h := b.site.SignHeaders("site/pending", nil)
-		resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/results?siteId=" + siteMain, Header: h})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/results?siteId=" + siteMain, Header: h})
 		requireAnswer(t, resp, 401, bodyBadSignature)
 		// The same headers on the route they were made for pass.
-		resp = b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: h})
+		resp = b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: h})
 		requireAnswer(t, resp, 200, `{"jobs":[]}`)
 	})
 }
@@ -143,7 +143,7 @@ func TestSitePlane_DaemonSignaturePresentedOnTheSitePlaneIsRefused(t *testing.T)
 		h.Set(protocol.HeaderSite, dh.Get(protocol.HeaderRunner))
 		h.Set(protocol.HeaderIssuedAt, dh.Get(protocol.HeaderIssuedAt))
 		h.Set(protocol.HeaderSignature, dh.Get(protocol.HeaderSignature))
-		resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Header: h, Body: body})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Header: h, Body: body})
 		requireAnswer(t, resp, 401, bodySiteUnknown)
 
 		// Naming the site, but made by the daemon's key for the daemon plane.
@@ -152,7 +152,7 @@ func TestSitePlane_DaemonSignaturePresentedOnTheSitePlaneIsRefused(t *testing.T)
 		h.Set(protocol.HeaderSite, siteMain)
 		h.Set(protocol.HeaderIssuedAt, dh.Get(protocol.HeaderIssuedAt))
 		h.Set(protocol.HeaderSignature, dh.Get(protocol.HeaderSignature))
-		resp = b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Header: h, Body: body})
+		resp = b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Header: h, Body: body})
 		requireAnswer(t, resp, 401, bodyBadSignature)
 		b.requireNoJob(t, "job-1")
 
@@ -203,7 +203,7 @@ func TestSitePlane_DaemonClaimSignedTenMinutesAheadNamesTheClock(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
-		req := client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: d.SignHeadersAt("claim", body, b.relayNow()+10*60_000), Body: body}
+		req := peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: d.SignHeadersAt("claim", body, b.relayNow()+10*60_000), Body: body}
 		resp := b.raw(t, req)
 		requireAnswer(t, resp, 401, bodyClockSkew(b.relayNow()))
 		var e protocol.ErrorBody
@@ -223,7 +223,7 @@ func TestSitePlane_BadDaemonSignatureIsPlainUnauthorized(t *testing.T) { // F55,
 }
 
 // siteDo is a site-plane request with an explicit context, for table cases.
-func siteDo(ctx context.Context, t *testing.T, s *client.Site, method, name string, body []byte) client.RawResponse {
+func siteDo(ctx context.Context, t *testing.T, s *peer.Site, method, name string, body []byte) peer.RawResponse {
 	t.Helper()
 	resp, err := s.Do(ctx, method, name, body)
 	require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
@@ -61,9 +61,9 @@ func TestStoreOutageIsARetryableJSON503AndNotReady(t *testing.T) {
 		resp = siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", enqueueBody(t, siteMain, b.stub(t, "job-1", "alice")))
 		requireAnswer(t, resp, 503, unavailable)
 
-		ready := b.raw(t, client.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
+		ready := b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
 		require.Equal(t, 503, ready.Status)
-		health := b.raw(t, client.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/healthz"})
+		health := b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/healthz"})
 		require.Equal(t, 200, health.Status, "the process is alive")
 
 		o.down.Store(false)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/plane"
 	"github.com/byollm/relayd/protocol"
 )
@@ -20,7 +20,7 @@ import (
 func TestTwoReplicas_SharedStoreGrantsAJobToExactlyOneOfTwoConcurrentDaemons(t *testing.T) { // F83
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		second := b.replica(t, b.store)
-		daemons := []*client.Daemon{b.paired(t, "alice"), b.pairedAt(t, "alice2", second)}
+		daemons := []*peer.Daemon{b.paired(t, "alice"), b.pairedAt(t, "alice2", second)}
 
 		for round := range 20 {
 			id := "race-" + itoa(int64(round))
@@ -79,7 +79,7 @@ func TestTwoReplicas_SeparateStoresShareNothing(t *testing.T) { // F81, F82
 		// The second replica never saw the pairing or the job.
 		resp := b.raw(t, signedDaemon(d, "POST", "/byollm/claim", "claim", claimBody(t, "runner_alice")))
 		require.Equal(t, 200, resp.Status)
-		far := b.raw(t, client.RawRequest{BaseURL: second, Method: "POST", Path: "/byollm/heartbeat", Header: d.SignHeaders("heartbeat", heartbeatBody(t, "runner_alice")), Body: heartbeatBody(t, "runner_alice")})
+		far := b.raw(t, peer.RawRequest{BaseURL: second, Method: "POST", Path: "/byollm/heartbeat", Header: d.SignHeaders("heartbeat", heartbeatBody(t, "runner_alice")), Body: heartbeatBody(t, "runner_alice")})
 		requireAnswer(t, far, 401, bodyRunnerUnknown)
 		people, err := own.Runners(b.ctx, 0)
 		require.NoError(t, err)

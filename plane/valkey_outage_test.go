@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
@@ -38,12 +38,12 @@ func TestValkeyOutageIs503AndTheRelayRecoversByItself(t *testing.T) {
 	require.NoError(t, err)
 	requireAnswer(t, resp, http.StatusServiceUnavailable, `{"error":"server-error","message":"the relay's routing store is unavailable; try again","retryAfter":1}`)
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
-	ready := b.raw(t, client.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
+	ready := b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
 	require.Equal(t, http.StatusServiceUnavailable, ready.Status)
 
 	srv.Restart(t)
 	require.Eventually(t, func() bool {
-		return b.raw(t, client.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"}).Status == http.StatusOK
+		return b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"}).Status == http.StatusOK
 	}, 30*time.Second, 50*time.Millisecond, "readiness comes back without restarting the relay")
 
 	hb, err := d.Heartbeat(b.ctx, []protocol.LeaseRef{lease(c)})

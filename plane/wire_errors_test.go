@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 )
@@ -18,7 +18,7 @@ import (
 func TestWireErrors_UnsignedClaimIsRefusedWithANamedCode(t *testing.T) { // F85
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		b.paired(t, "alice")
-		resp := b.raw(t, client.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: claimBody(t, "runner_alice")})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: claimBody(t, "runner_alice")})
 		requireAnswer(t, resp, 401, bodyNotSigned)
 	})
 }
@@ -26,7 +26,7 @@ func TestWireErrors_UnsignedClaimIsRefusedWithANamedCode(t *testing.T) { // F85
 func TestWireErrors_StaleSiteReadIsNamedClockSkewAndCarriesTheServerClock(t *testing.T) { // F86, F87
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		h := b.site.SignHeadersAt("site/pending", nil, b.relayNow()-10*60_000)
-		resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: h})
+		resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: h})
 		requireAnswer(t, resp, 401, bodyClockSkew(b.relayNow()))
 
 		var body protocol.ErrorBody
@@ -50,7 +50,7 @@ func TestWireErrors_SiteAskingAboutAnotherSitesWorkIsForbidden(t *testing.T) { /
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		for _, route := range []string{"pending", "results"} {
 			h := b.site.SignHeaders("site/"+route, nil)
-			resp := b.raw(t, client.RawRequest{Method: http.MethodGet, Path: "/relay/site/" + route + "?siteId=someone_else", Header: h})
+			resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/" + route + "?siteId=someone_else", Header: h})
 			requireAnswer(t, resp, 403, bodyNotYourSite)
 		}
 	})

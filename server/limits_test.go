@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/valkeytest"
 )
 
@@ -48,14 +48,14 @@ func TestRateLimitersAreWiredOnTheMemoryStore(t *testing.T) {
 	r := startWith(t, []string{"--rate-limit", "1/h", "--rate-burst", "2", "--site-rate-limit", "1/h", "--site-rate-burst", "1"})
 	requirePairLimitedAfter(t, []string{r.public}, 2)
 
-	keys, err := client.LoadDemoKeys("../deploy/demo-keys.json")
+	keys, err := peer.LoadDemoKeys("../deploy/demo-keys.json")
 	require.NoError(t, err)
-	site, err := client.NewSite(client.Config{BaseURLs: []string{r.public}}, keys.Site.Keys, keys.Site.SiteID)
-	require.NoError(t, err)
-	_, err = site.Pending(t.Context())
+	site, err := peer.NewSite(peer.Config{BaseURLs: []string{r.public}}, keys.Site.Keys, keys.Site.SiteID)
 	require.NoError(t, err)
 	_, err = site.Pending(t.Context())
-	require.Equal(t, http.StatusTooManyRequests, client.ErrorStatus(err), "%v", err)
+	require.NoError(t, err)
+	_, err = site.Pending(t.Context())
+	require.Equal(t, http.StatusTooManyRequests, peer.ErrorStatus(err), "%v", err)
 }
 
 // The Valkey store gets limiters in Valkey: two replicas sharing the

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/relaydtest"
 	"github.com/byollm/relayd/protocol"
 )
@@ -23,9 +23,9 @@ func startExample(t *testing.T, args ...string) *relaydtest.Process {
 // heldEnqueue holds a correctly signed enqueue open mid-body as the demo
 // site, until finish is called.
 func heldEnqueue(t *testing.T, publicURL string) (finish func() *http.Response) {
-	keys, err := client.LoadDemoKeys("../../deploy/demo-keys.json")
+	keys, err := peer.LoadDemoKeys("../../deploy/demo-keys.json")
 	require.NoError(t, err)
-	site, err := client.NewSite(client.Config{BaseURLs: []string{publicURL}}, keys.Site.Keys, keys.Site.SiteID)
+	site, err := peer.NewSite(peer.Config{BaseURLs: []string{publicURL}}, keys.Site.Keys, keys.Site.SiteID)
 	require.NoError(t, err)
 	stub := site.Stub("drain-job", protocol.KindGenerate, "alice", time.Now().Add(time.Hour).UnixMilli())
 	return relaydtest.HoldEnqueue(t, publicURL, site, stub)

@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/workload"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
@@ -231,7 +231,7 @@ func prefill(ctx context.Context, l Lifecycle, fx *fleet.Fixture, urls []string,
 			return err
 		}
 	} else {
-		site, err := client.NewSite(client.Config{BaseURLs: urls}, fx.Keys.Site.Keys, fx.SiteID)
+		site, err := peer.NewSite(peer.Config{BaseURLs: urls}, fx.Keys.Site.Keys, fx.SiteID)
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 )
@@ -37,7 +37,7 @@ type FixtureOptions struct {
 // Fixture is a generated fixture and the private keys behind it.
 type Fixture struct {
 	// Path is the fixture file; KeysPath the key file (demo-keys format,
-	// readable with client.LoadDemoKeys).
+	// readable with peer.LoadDemoKeys).
 	Path     string
 	KeysPath string
 	// SiteID is the registered site.
@@ -45,16 +45,16 @@ type Fixture struct {
 	// Owners lists the pool's owners in order; Keys holds the site's and
 	// every device's keys (spares last), with runner ids and owners.
 	Owners []string
-	Keys   client.DemoKeys
+	Keys   peer.DemoKeys
 	// Spares are the spare devices, each with an owner of its own.
-	Spares []client.DemoDevice
+	Spares []peer.DemoDevice
 }
 
 // SpareOwnerName is the owner of spare device i.
 func SpareOwnerName(i int) string { return fmt.Sprintf("spare%03d", i) }
 
 // Pool returns the keys without the spare devices: what a workload runs.
-func (f *Fixture) Pool() client.DemoKeys {
+func (f *Fixture) Pool() peer.DemoKeys {
 	k := f.Keys
 	k.Devices = slices.Clone(k.Devices[:len(k.Devices)-len(f.Spares)])
 	return k
@@ -86,7 +86,7 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 	if o.SiteID == "" {
 		o.SiteID = DefaultSiteID
 	}
-	siteKeys, err := client.GenerateKeys()
+	siteKeys, err := peer.GenerateKeys()
 	if err != nil {
 		return nil, fmt.Errorf("fixture: %w", err)
 	}
@@ -94,9 +94,9 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 		Path:     filepath.Join(dir, "fixture.json"),
 		KeysPath: filepath.Join(dir, "keys.json"),
 		SiteID:   o.SiteID,
-		Keys: client.DemoKeys{
+		Keys: peer.DemoKeys{
 			Note: "generated for a test fleet; throwaway keys",
-			Site: client.DemoSite{SiteID: o.SiteID, Keys: siteKeys},
+			Site: peer.DemoSite{SiteID: o.SiteID, Keys: siteKeys},
 		},
 	}
 	doc := projection.Empty()
@@ -107,21 +107,21 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 		doc.Consents = append(doc.Consents, projection.ConsentRecord{Owner: owner, SiteID: o.SiteID})
 	}
 	for i := range o.Devices {
-		keys, err := client.GenerateKeys()
+		keys, err := peer.GenerateKeys()
 		if err != nil {
 			return nil, fmt.Errorf("fixture: %w", err)
 		}
-		dev := client.DemoDevice{RunnerID: RunnerName(i), Owner: fx.Owners[i%o.Owners], Keys: keys}
+		dev := peer.DemoDevice{RunnerID: RunnerName(i), Owner: fx.Owners[i%o.Owners], Keys: keys}
 		fx.Keys.Devices = append(fx.Keys.Devices, dev)
 		doc.Devices = append(doc.Devices, projection.DeviceRecord{Owner: dev.Owner, RunnerID: dev.RunnerID, Device: keys.Public()})
 	}
 	for i := range o.Spares {
-		keys, err := client.GenerateKeys()
+		keys, err := peer.GenerateKeys()
 		if err != nil {
 			return nil, fmt.Errorf("fixture: %w", err)
 		}
 		owner := SpareOwnerName(i)
-		dev := client.DemoDevice{RunnerID: fmt.Sprintf("runner_spare%03d", i), Owner: owner, Keys: keys}
+		dev := peer.DemoDevice{RunnerID: fmt.Sprintf("runner_spare%03d", i), Owner: owner, Keys: keys}
 		fx.Spares = append(fx.Spares, dev)
 		fx.Keys.Devices = append(fx.Keys.Devices, dev)
 		doc.Consents = append(doc.Consents, projection.ConsentRecord{Owner: owner, SiteID: o.SiteID})
@@ -140,7 +140,7 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 	if err := os.WriteFile(fx.Path, data, 0o644); err != nil {
 		return nil, fmt.Errorf("fixture: %w", err)
 	}
-	keyData, err := client.MarshalDemoKeys(fx.Keys)
+	keyData, err := peer.MarshalDemoKeys(fx.Keys)
 	if err != nil {
 		return nil, fmt.Errorf("fixture: %w", err)
 	}
@@ -151,8 +151,8 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 }
 
 // DevicesOf returns the devices of owner.
-func (f *Fixture) DevicesOf(owner string) []client.DemoDevice {
-	var out []client.DemoDevice
+func (f *Fixture) DevicesOf(owner string) []peer.DemoDevice {
+	var out []peer.DemoDevice
 	for _, d := range f.Keys.Devices {
 		if d.Owner == owner {
 			out = append(out, d)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/relaydtest"
 )
 
@@ -22,7 +22,7 @@ func TestWriteFixture_KeysMatchTheFixtureAndSparesStandApart(t *testing.T) {
 	require.Len(t, fx.DevicesOf("owner001"), 3)
 	require.Equal(t, "spare001", fx.Spares[1].Owner)
 
-	loaded, err := client.LoadDemoKeys(fx.KeysPath)
+	loaded, err := peer.LoadDemoKeys(fx.KeysPath)
 	require.NoError(t, err)
 	require.Equal(t, fx.SiteID, loaded.Site.SiteID)
 	require.Len(t, loaded.Devices, 8)

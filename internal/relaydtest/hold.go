@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -24,7 +24,7 @@ import (
 // asks for "100 Continue", which the server sends when the handler starts
 // reading. (Returning as soon as the bytes are written would race with
 // relayd accepting the connection.)
-func HoldEnqueue(t testing.TB, base string, site *client.Site, stub protocol.JobStub) (finish func() *http.Response) {
+func HoldEnqueue(t testing.TB, base string, site *peer.Site, stub protocol.JobStub) (finish func() *http.Response) {
 	t.Helper()
 	body, err := json.Marshal(protocol.EnqueueRequest{SiteID: site.SiteID(), Stub: stub})
 	require.NoError(t, err)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/relaydtest"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/internal/workload"
@@ -113,7 +113,7 @@ func TestValkeyRestart_StateSurvivesAndRelaysRecoverByThemselves(t *testing.T) {
 	require.NoError(t, err)
 	fetched, err := d.Fetch(r.ctx, held.ID, held.Lease.ID)
 	require.NoError(t, err)
-	plain, err := client.Open(spare.Keys, fetched.Envelope, client.Expectation{JobID: held.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Keys().Public().Identity})
+	plain, err := peer.Open(spare.Keys, fetched.Envelope, peer.Expectation{JobID: held.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Keys().Public().Identity})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"prompt":"survive"}`, string(plain))
 	rest, err := d.Claim(r.ctx, []string{protocol.KindGenerate}, 8)
@@ -146,7 +146,7 @@ func requireOutageAnswers(t *testing.T, r *rig) {
 	t.Helper()
 	for i, base := range r.fleet.PublicURLs() {
 		s := r.siteAt(base)
-		var resp client.RawResponse
+		var resp peer.RawResponse
 		eventually(t, 10*time.Second, fmt.Sprintf("replica %d answers 503 while Valkey is down", i), func() bool {
 			var err error
 			resp, err = s.Do(r.ctx, http.MethodGet, "pending", nil)

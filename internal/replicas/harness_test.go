@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/relaydtest"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/internal/workload"
@@ -169,18 +169,18 @@ func atPercent(run *workload.Run, p int) int { return run.Progress().Jobs * p / 
 func plainClient() *http.Client { return &http.Client{Timeout: 10 * time.Second} }
 
 // siteAt is the site, pinned to one replica.
-func (r *rig) siteAt(base string) *client.Site {
+func (r *rig) siteAt(base string) *peer.Site {
 	r.t.Helper()
-	s, err := client.NewSite(client.Config{BaseURLs: []string{base}, HTTPClient: plainClient()}, r.fx.Keys.Site.Keys, r.fx.SiteID)
+	s, err := peer.NewSite(peer.Config{BaseURLs: []string{base}, HTTPClient: plainClient()}, r.fx.Keys.Site.Keys, r.fx.SiteID)
 	require.NoError(r.t, err)
 	return s
 }
 
 // daemonAt is a device's daemon, spreading its requests over bases, paired
 // through the first of them.
-func (r *rig) daemonAt(dev client.DemoDevice, bases ...string) *client.Daemon {
+func (r *rig) daemonAt(dev peer.DemoDevice, bases ...string) *peer.Daemon {
 	r.t.Helper()
-	d, err := client.NewDaemon(client.Config{BaseURLs: bases, HTTPClient: plainClient(), Kinds: []string{protocol.KindGenerate}}, dev.Keys, "")
+	d, err := peer.NewDaemon(peer.Config{BaseURLs: bases, HTTPClient: plainClient(), Kinds: []string{protocol.KindGenerate}}, dev.Keys, "")
 	require.NoError(r.t, err)
 	_, err = d.Pair(r.ctx, dev.Owner)
 	require.NoError(r.t, err)
@@ -188,7 +188,7 @@ func (r *rig) daemonAt(dev client.DemoDevice, bases ...string) *client.Daemon {
 }
 
 // stub is a well-formed self job of the rig's site, due in ten minutes.
-func (r *rig) stub(site *client.Site, id, owner string) protocol.JobStub {
+func (r *rig) stub(site *peer.Site, id, owner string) protocol.JobStub {
 	return site.Stub(id, protocol.KindGenerate, owner, time.Now().Add(10*time.Minute).UnixMilli())
 }
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/workload"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
@@ -127,7 +127,7 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 	require.LessOrEqual(t, late, sweep+2*time.Second, "requeued within lease + sweep interval")
 
 	// A's result, handed in now, is refused: nobody holds the job.
-	result, err := client.Seal(devs[0].Keys, site.Keys().Public(), stub.ID, protocol.DirectionResult, stub.DeadlineAt, []byte(`{"text":"late"}`))
+	result, err := peer.Seal(devs[0].Keys, site.Keys().Public(), stub.ID, protocol.DirectionResult, stub.DeadlineAt, []byte(`{"text":"late"}`))
 	require.NoError(t, err)
 	_, err = a.Result(r.ctx, stub.ID, leaseA.ID, result, protocol.DispositionOK)
 	requireRefused(t, err, http.StatusForbidden, protocol.CodeUnauthorized, "this runner does not hold the job")
@@ -159,10 +159,10 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 	require.NoError(t, err)
 	ran, err := b.Fetch(r.ctx, stub.ID, leaseB.ID)
 	require.NoError(t, err)
-	plain, err := client.Open(devs[1].Keys, ran.Envelope, client.Expectation{JobID: stub.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Keys().Public().Identity})
+	plain, err := peer.Open(devs[1].Keys, ran.Envelope, peer.Expectation{JobID: stub.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Keys().Public().Identity})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"prompt":"hello"}`, string(plain))
-	resultB, err := client.Seal(devs[1].Keys, site.Keys().Public(), stub.ID, protocol.DirectionResult, stub.DeadlineAt, []byte(`{"text":"from b"}`))
+	resultB, err := peer.Seal(devs[1].Keys, site.Keys().Public(), stub.ID, protocol.DirectionResult, stub.DeadlineAt, []byte(`{"text":"from b"}`))
 	require.NoError(t, err)
 	ans, err := b.Result(r.ctx, stub.ID, leaseB.ID, resultB, protocol.DispositionOK)
 	require.NoError(t, err)
@@ -170,7 +170,7 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 	fin, err := site.AwaitResult(r.ctx, stub.ID)
 	require.NoError(t, err)
 	require.Equal(t, leaseB.ID, fin.LeaseID)
-	got, err := client.Open(site.Keys(), fin.Envelope, client.Expectation{JobID: stub.ID, Direction: protocol.DirectionResult, SenderIdentity: pending.Device.Identity})
+	got, err := peer.Open(site.Keys(), fin.Envelope, peer.Expectation{JobID: stub.ID, Direction: protocol.DirectionResult, SenderIdentity: pending.Device.Identity})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"text":"from b"}`, string(got))
 }
@@ -179,9 +179,9 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 func requireRefused(t *testing.T, err error, status int, code protocol.Code, message string) {
 	t.Helper()
 	require.Error(t, err)
-	require.Equal(t, status, client.ErrorStatus(err), "%v", err)
-	require.Equal(t, code, client.ErrorCode(err), "%v", err)
-	var e *client.Error
+	require.Equal(t, status, peer.ErrorStatus(err), "%v", err)
+	require.Equal(t, code, peer.ErrorCode(err), "%v", err)
+	var e *peer.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, message, e.Body.Message)
 }

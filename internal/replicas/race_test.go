@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/internal/workload"
 	"github.com/byollm/relayd/protocol"
@@ -97,7 +97,7 @@ func TestPresence_EveryReplicaSeesEveryDaemonAndTheSameQueues(t *testing.T) {
 	// recognised by every replica.
 	for _, dev := range r.fx.Keys.Devices {
 		for i, base := range urls {
-			c, err := client.NewDaemon(client.Config{BaseURLs: []string{base}, HTTPClient: plainClient()}, dev.Keys, dev.RunnerID)
+			c, err := peer.NewDaemon(peer.Config{BaseURLs: []string{base}, HTTPClient: plainClient()}, dev.Keys, dev.RunnerID)
 			require.NoError(t, err)
 			_, err = c.Heartbeat(r.ctx, nil)
 			require.NoError(t, err, "%s through replica %d", dev.RunnerID, i)
@@ -113,7 +113,7 @@ func TestRateLimit_OneSiteBudgetAcrossReplicas(t *testing.T) {
 	const burst, volley = 5, 30
 	r := newRig(t, rigOptions{fleet: fleet.Options{Args: []string{"--site-rate-limit", "1/s", "--site-rate-burst", "5"}}})
 	urls := r.fleet.PublicURLs()
-	sites := make([]*client.Site, len(urls))
+	sites := make([]*peer.Site, len(urls))
 	for i, u := range urls {
 		sites[i] = r.siteAt(u)
 	}
@@ -124,7 +124,7 @@ func TestRateLimit_OneSiteBudgetAcrossReplicas(t *testing.T) {
 		switch {
 		case err == nil:
 			allowed++
-		case client.ErrorStatus(err) == http.StatusTooManyRequests:
+		case peer.ErrorStatus(err) == http.StatusTooManyRequests:
 			limited++
 		default:
 			require.NoError(t, err)

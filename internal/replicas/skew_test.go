@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/internal/fleet"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/workload"
 	"github.com/byollm/relayd/protocol"
 )
@@ -47,11 +47,11 @@ func TestClockSkew_ReplicasSixtySecondsApartStillActAsOne(t *testing.T) {
 	site := r.siteAt(urls[0])
 	issued := time.Now().Add(-70 * time.Second).UnixMilli()
 	path := "/relay/site/pending?siteId=" + url.QueryEscape(site.SiteID())
-	fast, err := site.Raw(r.ctx, client.RawRequest{BaseURL: urls[0], Path: path, Header: site.SignHeadersAt("site/pending", nil, issued)})
+	fast, err := site.Raw(r.ctx, peer.RawRequest{BaseURL: urls[0], Path: path, Header: site.SignHeadersAt("site/pending", nil, issued)})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, fast.Status, "%s", fast.Body)
 	require.Contains(t, string(fast.Body), `"error":"`+string(protocol.CodeClockSkew)+`"`)
-	slow, err := site.Raw(r.ctx, client.RawRequest{BaseURL: urls[2], Path: path, Header: site.SignHeadersAt("site/pending", nil, issued)})
+	slow, err := site.Raw(r.ctx, peer.RawRequest{BaseURL: urls[2], Path: path, Header: site.SignHeadersAt("site/pending", nil, issued)})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, slow.Status, "%s", slow.Body)
 

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -18,7 +18,7 @@ type Config struct {
 	BaseURLs []string
 	// Keys are the site's and the devices' keys (a generated fixture's, or
 	// deploy/demo-keys.json).
-	Keys client.DemoKeys
+	Keys peer.DemoKeys
 	// Daemons is how many of Keys.Devices run; 0 means all of them.
 	Daemons int
 	// Jobs is how many jobs the site publishes; at least 1.

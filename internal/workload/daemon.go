@@ -8,18 +8,18 @@ import (
 	"sync"
 	"time"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 )
 
 // daemon is one test device working through the replicas.
 type daemon struct {
 	run    *Run
-	dev    client.DemoDevice
-	c      *client.Daemon
+	dev    peer.DemoDevice
+	c      *peer.Daemon
 	site   protocol.PublicIdentity // pinned at pairing
-	sealer client.Sealer
+	sealer peer.Sealer
 	// slots holds one token per job being worked on.
 	slots chan struct{}
 
@@ -41,8 +41,8 @@ const (
 	abandonAfterFetch
 )
 
-func (r *Run) newDaemon(ctx context.Context, dev client.DemoDevice) (*daemon, error) {
-	c, err := client.NewDaemon(client.Config{
+func (r *Run) newDaemon(ctx context.Context, dev peer.DemoDevice) (*daemon, error) {
+	c, err := peer.NewDaemon(peer.Config{
 		BaseURLs:   r.cfg.BaseURLs,
 		HTTPClient: r.http,
 		Kinds:      []string{r.cfg.Kind},
@@ -61,7 +61,7 @@ func (r *Run) newDaemon(ctx context.Context, dev client.DemoDevice) (*daemon, er
 			break
 		}
 		// Only a store outage is worth waiting out; a refusal is final.
-		if st := client.ErrorStatus(err); (st != 0 && st < 500) || ctx.Err() != nil {
+		if st := peer.ErrorStatus(err); (st != 0 && st < 500) || ctx.Err() != nil {
 			return nil, fmt.Errorf("daemon %s: %w", dev.RunnerID, err)
 		}
 		if err := clock.Sleep(ctx, 100*time.Millisecond); err != nil {
@@ -201,7 +201,7 @@ func (d *daemon) work(ctx context.Context, cs protocol.ClaimedStub, g *grant) {
 	if !ok {
 		return
 	}
-	plaintext, err := client.Open(d.dev.Keys, env, client.Expectation{JobID: cs.ID, Direction: protocol.DirectionPayload, SenderIdentity: d.site.Identity})
+	plaintext, err := peer.Open(d.dev.Keys, env, peer.Expectation{JobID: cs.ID, Direction: protocol.DirectionPayload, SenderIdentity: d.site.Identity})
 	if err != nil {
 		// A payload sealed for an earlier holder of the job lands here when
 		// the job changed hands between the site's pending read and its
@@ -255,7 +255,7 @@ func (d *daemon) work(ctx context.Context, cs protocol.ClaimedStub, g *grant) {
 			rp.err = err.Error()
 			// Only a 4xx is an answer about the replay; a 503 (the store
 			// was down) or no answer at all says nothing either way.
-			st := client.ErrorStatus(err)
+			st := peer.ErrorStatus(err)
 			rp.refused = st >= 400 && st < 500
 		}
 		r.rec.mu.Lock()
@@ -296,7 +296,7 @@ func (d *daemon) awaitPayload(ctx context.Context, ref protocol.LeaseRef, g *gra
 			return resp.Envelope, true
 		case ctx.Err() != nil:
 			return protocol.SealedEnvelope{}, false
-		case client.ErrorCode(err) == protocol.CodeNotReady, client.ErrorStatus(err) == 0, client.ErrorStatus(err) >= 500:
+		case peer.ErrorCode(err) == protocol.CodeNotReady, peer.ErrorStatus(err) == 0, peer.ErrorStatus(err) >= 500:
 			if time.Now().After(giveUp) {
 				d.release(ctx, ref, g, protocol.ReasonBackendDown)
 				return protocol.SealedEnvelope{}, false

@@ -33,8 +33,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -43,7 +43,7 @@ type Run struct {
 	cfg     Config
 	bal     *balancer
 	http    *http.Client
-	site    *client.Site
+	site    *peer.Site
 	daemons []*daemon
 	rec     *records
 	st      *stats
@@ -107,8 +107,8 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	r.http = &http.Client{Transport: r.bal}
-	ccfg := client.Config{BaseURLs: cfg.BaseURLs, HTTPClient: r.http, Kinds: []string{cfg.Kind}}
-	r.site, err = client.NewSite(ccfg, cfg.Keys.Site.Keys, cfg.Keys.Site.SiteID)
+	ccfg := peer.Config{BaseURLs: cfg.BaseURLs, HTTPClient: r.http, Kinds: []string{cfg.Kind}}
+	r.site, err = peer.NewSite(ccfg, cfg.Keys.Site.Keys, cfg.Keys.Site.SiteID)
 	if err != nil {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
@@ -297,7 +297,7 @@ func (r *Run) call(ctx context.Context, endpoint string, fn func(ctx context.Con
 			return total, err
 		}
 		r.st.call(endpoint, time.Since(t0), ci, err)
-		if client.ErrorCode(err) != protocol.CodeRateLimited {
+		if peer.ErrorCode(err) != protocol.CodeRateLimited {
 			return total, err
 		}
 		if clock.Sleep(ctx, retryAfter(err)) != nil {
@@ -309,7 +309,7 @@ func (r *Run) call(ctx context.Context, endpoint string, fn func(ctx context.Con
 // retryAfter is how long a 429 asks the caller to wait (its retryAfter is
 // whole seconds), capped so that a run stays bounded.
 func retryAfter(err error) time.Duration {
-	var e *client.Error
+	var e *peer.Error
 	d := time.Second
 	if errors.As(err, &e) && e.Body.RetryAfter > 0 {
 		d = time.Duration(e.Body.RetryAfter) * time.Second
@@ -374,7 +374,7 @@ func (r *Run) enqueue(ctx context.Context, id string) {
 		if ctx.Err() != nil {
 			return
 		}
-		if st := client.ErrorStatus(err); st != 0 && st < 500 {
+		if st := peer.ErrorStatus(err); st != 0 && st < 500 {
 			r.rec.mu.Lock()
 			r.problem(j, Inconsistent, "enqueue refused: %v", err)
 			r.rec.mu.Unlock()

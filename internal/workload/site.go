@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/byollm/relayd/client"
 	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -108,7 +108,7 @@ func (r *Run) sealLoop(ctx context.Context) {
 		recv := nowMs()
 		r.rec.mu.Lock()
 		g.sealState = sealDone
-		if st := client.ErrorStatus(err); err != nil && (st == 0 || st >= 500) {
+		if st := peer.ErrorStatus(err); err != nil && (st == 0 || st >= 500) {
 			// No answer, or the store was down: if the job is still
 			// pending, the next poll seals it again.
 			g.sealState = sealNone
@@ -212,7 +212,7 @@ func (r *Run) collect(fin protocol.FinishedJob, j *job, device protocol.PublicId
 	if !sawPending {
 		problem = &Violation{Kind: WrongDevice, Detail: "a result under lease " + fin.LeaseID + " (" + fin.RunnerID + "), which the site never saw pending, so it has no device key of its own to open it with"}
 	} else {
-		plain, err := client.Open(r.cfg.Keys.Site.Keys, fin.Envelope, client.Expectation{JobID: fin.JobID, Direction: protocol.DirectionResult, SenderIdentity: device.Identity})
+		plain, err := peer.Open(r.cfg.Keys.Site.Keys, fin.Envelope, peer.Expectation{JobID: fin.JobID, Direction: protocol.DirectionResult, SenderIdentity: device.Identity})
 		switch {
 		case err != nil:
 			problem = &Violation{Kind: ResultUnopenable, Detail: "with the device pending named for lease " + fin.LeaseID + ": " + err.Error()}

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/byollm/relayd/client"
+	"github.com/byollm/relayd/internal/peer"
 )
 
 // stats collects request latencies and refusals.
@@ -57,7 +57,7 @@ func (s *stats) call(endpoint string, took time.Duration, ci *callInfo, err erro
 		s.retries += ci.retries
 	}
 	if err != nil {
-		if client.ErrorCode(err) == "not-ready" {
+		if peer.ErrorCode(err) == "not-ready" {
 			s.notReady++
 			return
 		}
@@ -75,8 +75,8 @@ func (s *stats) note(kind string) {
 // errorKind names a call's failure: the relay's status and code, or the
 // kind of transport failure.
 func errorKind(err error) string {
-	if st := client.ErrorStatus(err); st != 0 {
-		return strconv.Itoa(st) + " " + string(client.ErrorCode(err))
+	if st := peer.ErrorStatus(err); st != 0 {
+		return strconv.Itoa(st) + " " + string(peer.ErrorCode(err))
 	}
 	return transportKind(err)
 }

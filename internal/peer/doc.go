@@ -1,4 +1,4 @@
-// Package client holds the Go peers of the relay: a test site and a test
+// Package peer holds the Go peers of the relay: a test site and a test
 // daemon that talk to a relay over real HTTP the way byollm peers do. They
 // sign requests, seal payloads and results into envelopes, and open the
 // envelopes sealed to them.
@@ -20,4 +20,4 @@
 //     the Site's Await/Send helpers for driving whole jobs.
 //   - Transport.Raw, Daemon.Do and Site.Do: escape hatches for the malformed,
 //     unsigned and wrongly signed requests that tests need to send.
-package client
+package peer
