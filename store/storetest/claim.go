@@ -12,145 +12,176 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-func init() {
-	register("claim",
-		testCase{"grants a stub with a fresh lease stamped from the store clock", func(t *testing.T, b *bundle) { // F70, F71, F110, A6.4
-			s := b.stub(t, "a")
-			b.enqueueOn(t, Site, s)
-			now := b.now(t)
-			c := b.claimOne(t, alice)
-			require.Equal(t, s, c.JobStub)
-			require.Regexp(t, leaseIDPattern, c.Lease.ID)
-			require.Equal(t, alice.runner, c.Lease.RunnerID)
-			require.Equal(t, now+leaseMs, c.Lease.ExpiresAt, "expiresAt is store now + leaseMs")
-			j := b.requireState(t, "a", store.AwaitingPayload)
-			require.Equal(t, &store.Claim{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice), LeaseID: c.Lease.ID, LeaseExpiresAt: now + leaseMs}, j.ClaimedBy)
-			require.Equal(t, now+protocol.AwaitingPayloadMs, j.AwaitingUntil, "awaitingUntil is store now + 10000")
-		}},
-		testCase{"grants at most max, and leaves the rest claimable", func(t *testing.T, b *bundle) { // F57
-			b.enqueue(t, "a", "b", "c")
-			require.Equal(t, []string{"a", "b"}, ids(b.claimFor(t, alice, 2)))
-			b.requireState(t, "c", store.Queued)
-			require.Equal(t, []string{"c"}, ids(b.claimFor(t, alice2, 64)))
-		}},
-		testCase{"grants nothing for a max of zero", func(t *testing.T, b *bundle) { // B6
-			b.enqueue(t, "a")
-			require.Empty(t, b.claimFor(t, alice, 0))
-			b.requireState(t, "a", store.Queued)
-		}},
-		testCase{"grants in first-enqueue order, and a requeued job keeps its place", func(t *testing.T, b *bundle) { // G14
-			b.enqueueOn(t, Site, b.stub(t, "a", ownedBy("bob")))
-			b.enqueueOn(t, Site, b.stub(t, "b", ofKind(protocol.KindChat)))
-			b.enqueueOn(t, Site, b.stub(t, "c", ownedBy("bob"), ofKind(protocol.KindChat)))
-			b.enqueue(t, "d")
-			first := b.claimFor(t, bob, 2, "alice", "bob")
-			require.Equal(t, []string{"a", "b"}, ids(first))
-			released, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(first[0])}, Reason: protocol.ReasonShutdown})
-			require.NoError(t, err)
-			require.Equal(t, []string{"a"}, released)
-			require.Equal(t, []string{"a", "c", "d"}, ids(b.claimFor(t, bob, 64, "bob", "alice")))
-		}},
-		testCase{"offers nothing whose owner is not in the routes", func(t *testing.T, b *bundle) { // F56, F96
-			b.enqueueOn(t, Site, b.stub(t, "mine"))
-			b.enqueueOn(t, Site, b.stub(t, "theirs", ownedBy("carol")))
-			require.Equal(t, []string{"mine"}, ids(b.claimFor(t, alice, 64)))
-			b.requireState(t, "theirs", store.Queued)
-		}},
-		testCase{"offers nothing of a kind the device did not advertise", func(t *testing.T, b *bundle) { // F59
-			b.enqueue(t, "gen")
-			got := b.claimInput(t, store.ClaimInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice),
-				Routes: []store.Route{{SiteID: Site, Owner: "alice"}}, Kinds: []string{protocol.KindChat}, Max: 64, LeaseMs: leaseMs})
-			require.Empty(t, got)
-			b.requireState(t, "gen", store.Queued)
-		}},
-		testCase{"offers nothing to a device that advertises no kind", func(t *testing.T, b *bundle) { // A6.6
-			b.enqueue(t, "a")
-			got := b.claimInput(t, store.ClaimInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice),
-				Routes: []store.Route{{SiteID: Site, Owner: "alice"}}, Max: 64, LeaseMs: leaseMs})
-			require.Empty(t, got)
-		}},
-		testCase{"never offers a job of another site", func(t *testing.T, b *bundle) { // F47
-			b.enqueueOn(t, OtherSite, b.stub(t, "foreign"))
-			require.Empty(t, b.claimFor(t, alice, 64))
-			b.requireState(t, "foreign", store.Queued)
-		}},
-		testCase{"does not offer a member's self job to the roster owner's machine", func(t *testing.T, b *bundle) { // F60, F101
-			b.enqueueOn(t, Site, b.stub(t, "private", forAudience(protocol.AudienceSelf)))
-			require.Empty(t, b.claimFor(t, bob, 64, "bob", "alice"))
-			b.requireState(t, "private", store.Queued)
-		}},
-		testCase{"offers a self job to its owner's own machine", func(t *testing.T, b *bundle) { // F61, F102
-			b.enqueueOn(t, Site, b.stub(t, "private", forAudience(protocol.AudienceSelf)))
-			require.Equal(t, []string{"private"}, ids(b.claimFor(t, alice, 64)))
-		}},
-		testCase{"offers a roster member's public and named jobs to the owner's machine", func(t *testing.T, b *bundle) { // F62
-			b.enqueueOn(t, Site, b.stub(t, "pub", forAudience(protocol.AudiencePublic)))
-			b.enqueueOn(t, Site, b.stub(t, "named", forAudience(protocol.AudienceNamed)))
-			require.Equal(t, []string{"pub", "named"}, ids(b.claimFor(t, bob, 64, "bob", "alice")))
-		}},
-		testCase{"stops offering a cancelled job to anyone", func(t *testing.T, b *bundle) { // F38
-			b.enqueue(t, "a")
-			ok, err := b.s.Cancel(b.ctx, store.CancelInput{JobID: "a", SiteID: Site})
-			require.NoError(t, err)
-			require.True(t, ok)
-			require.Empty(t, b.claimFor(t, alice, 64))
-			j := b.requireState(t, "a", store.Queued)
-			require.Nil(t, j.ClaimedBy)
-		}},
-		testCase{"sweeps first, so an abandoned job is claimable again under a new lease", func(t *testing.T, b *bundle) { // F58
-			b.enqueue(t, "a")
-			first := b.claimOne(t, alice)
-			b.advance(t, protocol.AwaitingPayloadMs*time.Millisecond+time.Second)
-			second := b.claimOne(t, alice2)
-			require.Equal(t, "a", second.ID)
-			require.NotEqual(t, first.Lease.ID, second.Lease.ID)
-		}},
-		testCase{"stops offering a job whose deadline has passed, and drops it", func(t *testing.T, b *bundle) { // F66, F105
-			b.enqueueOn(t, Site, b.stub(t, "a", deadlineIn(t, b, time.Minute)))
-			b.advance(t, time.Minute)
-			require.Empty(t, b.claimFor(t, alice, 64))
-			b.requireGone(t, "a")
-		}},
-		testCase{"grants each job to exactly one of many concurrent claimers", func(t *testing.T, b *bundle) { // F83, B6 CLAIM_ATOMIC
-			const jobs, claimers = 40, 8
-			for i := range jobs {
-				b.enqueue(t, fmt.Sprintf("job-%02d", i))
+// claimContract lists the claim cases.
+func claimContract(s suite) {
+	s.run("grants a stub with a fresh lease stamped from the store clock", claimGrantsStubFreshLeaseStamped)            // F70, F71, F110, A6.4
+	s.run("grants at most max, and leaves the rest claimable", claimGrantsMostMax)                                      // F57
+	s.run("grants nothing for a max of zero", claimGrantsNothingMaxZero)                                                // B6
+	s.run("grants in first-enqueue order, and a requeued job keeps its place", claimGrantsFirstEnqueueOrder)            // G14
+	s.run("offers nothing whose owner is not in the routes", claimOffersNothingWhoseOwnerNot)                           // F56, F96
+	s.run("offers nothing of a kind the device did not advertise", claimOffersNothingKindDeviceDid)                     // F59
+	s.run("offers nothing to a device that advertises no kind", claimOffersNothingDeviceThatAdvertises)                 // A6.6
+	s.run("never offers a job of another site", claimNeverOffersJobAnotherSite)                                         // F47
+	s.run("does not offer a member's self job to the roster owner's machine", claimDoesNotOfferMembersSelf)             // F60, F101
+	s.run("offers a self job to its owner's own machine", claimOffersSelfJobOwnersOwn)                                  // F61, F102
+	s.run("offers a roster member's public and named jobs to the owner's machine", claimOffersRosterMembersPublicNamed) // F62
+	s.run("stops offering a cancelled job to anyone", claimStopsOfferingCancelledJobAnyone)                             // F38
+	s.run("sweeps first, so an abandoned job is claimable again under a new lease", claimSweepsFirst)                   // F58
+	s.run("stops offering a job whose deadline has passed, and drops it", claimStopsOfferingJobWhoseDeadline)           // F66, F105
+	s.run("grants each job to exactly one of many concurrent claimers", claimGrantsEachJobExactlyOne)                   // F83, B6 CLAIM_ATOMIC
+	s.run("does not hand out a stub it cannot parse, and still grants the rest", claimDoesNotHandOutStub)               // F100, B6
+}
+
+func claimGrantsStubFreshLeaseStamped(t *testing.T, b *bundle) {
+	s := b.stub(t, "a")
+	b.enqueueOn(t, Site, s)
+	now := b.now(t)
+	c := b.claimOne(t, alice)
+	require.Equal(t, s, c.JobStub)
+	require.Regexp(t, leaseIDPattern, c.Lease.ID)
+	require.Equal(t, alice.runner, c.Lease.RunnerID)
+	require.Equal(t, now+leaseMs, c.Lease.ExpiresAt, "expiresAt is store now + leaseMs")
+	j := b.requireState(t, "a", store.AwaitingPayload)
+	require.Equal(t, &store.Claim{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice), LeaseID: c.Lease.ID, LeaseExpiresAt: now + leaseMs}, j.ClaimedBy)
+	require.Equal(t, now+protocol.AwaitingPayloadMs, j.AwaitingUntil, "awaitingUntil is store now + 10000")
+}
+
+func claimGrantsMostMax(t *testing.T, b *bundle) {
+	b.enqueue(t, "a", "b", "c")
+	require.Equal(t, []string{"a", "b"}, ids(b.claimFor(t, alice, 2)))
+	b.requireState(t, "c", store.Queued)
+	require.Equal(t, []string{"c"}, ids(b.claimFor(t, alice2, 64)))
+}
+
+func claimGrantsNothingMaxZero(t *testing.T, b *bundle) {
+	b.enqueue(t, "a")
+	require.Empty(t, b.claimFor(t, alice, 0))
+	b.requireState(t, "a", store.Queued)
+}
+
+func claimGrantsFirstEnqueueOrder(t *testing.T, b *bundle) {
+	b.enqueueOn(t, Site, b.stub(t, "a", ownedBy("bob")))
+	b.enqueueOn(t, Site, b.stub(t, "b", ofKind(protocol.KindChat)))
+	b.enqueueOn(t, Site, b.stub(t, "c", ownedBy("bob"), ofKind(protocol.KindChat)))
+	b.enqueue(t, "d")
+	first := b.claimFor(t, bob, 2, "alice", "bob")
+	require.Equal(t, []string{"a", "b"}, ids(first))
+	released, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(first[0])}, Reason: protocol.ReasonShutdown})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, released)
+	require.Equal(t, []string{"a", "c", "d"}, ids(b.claimFor(t, bob, 64, "bob", "alice")))
+}
+
+func claimOffersNothingWhoseOwnerNot(t *testing.T, b *bundle) {
+	b.enqueueOn(t, Site, b.stub(t, "mine"))
+	b.enqueueOn(t, Site, b.stub(t, "theirs", ownedBy("carol")))
+	require.Equal(t, []string{"mine"}, ids(b.claimFor(t, alice, 64)))
+	b.requireState(t, "theirs", store.Queued)
+}
+
+func claimOffersNothingKindDeviceDid(t *testing.T, b *bundle) {
+	b.enqueue(t, "gen")
+	got := b.claimInput(t, store.ClaimInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice),
+		Routes: []store.Route{{SiteID: Site, Owner: "alice"}}, Kinds: []string{protocol.KindChat}, Max: 64, LeaseMs: leaseMs})
+	require.Empty(t, got)
+	b.requireState(t, "gen", store.Queued)
+}
+
+func claimOffersNothingDeviceThatAdvertises(t *testing.T, b *bundle) {
+	b.enqueue(t, "a")
+	got := b.claimInput(t, store.ClaimInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice),
+		Routes: []store.Route{{SiteID: Site, Owner: "alice"}}, Max: 64, LeaseMs: leaseMs})
+	require.Empty(t, got)
+}
+
+func claimNeverOffersJobAnotherSite(t *testing.T, b *bundle) {
+	b.enqueueOn(t, OtherSite, b.stub(t, "foreign"))
+	require.Empty(t, b.claimFor(t, alice, 64))
+	b.requireState(t, "foreign", store.Queued)
+}
+
+func claimDoesNotOfferMembersSelf(t *testing.T, b *bundle) {
+	b.enqueueOn(t, Site, b.stub(t, "private", forAudience(protocol.AudienceSelf)))
+	require.Empty(t, b.claimFor(t, bob, 64, "bob", "alice"))
+	b.requireState(t, "private", store.Queued)
+}
+
+func claimOffersSelfJobOwnersOwn(t *testing.T, b *bundle) {
+	b.enqueueOn(t, Site, b.stub(t, "private", forAudience(protocol.AudienceSelf)))
+	require.Equal(t, []string{"private"}, ids(b.claimFor(t, alice, 64)))
+}
+
+func claimOffersRosterMembersPublicNamed(t *testing.T, b *bundle) {
+	b.enqueueOn(t, Site, b.stub(t, "pub", forAudience(protocol.AudiencePublic)))
+	b.enqueueOn(t, Site, b.stub(t, "named", forAudience(protocol.AudienceNamed)))
+	require.Equal(t, []string{"pub", "named"}, ids(b.claimFor(t, bob, 64, "bob", "alice")))
+}
+
+func claimStopsOfferingCancelledJobAnyone(t *testing.T, b *bundle) {
+	b.enqueue(t, "a")
+	ok, err := b.s.Cancel(b.ctx, store.CancelInput{JobID: "a", SiteID: Site})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Empty(t, b.claimFor(t, alice, 64))
+	j := b.requireState(t, "a", store.Queued)
+	require.Nil(t, j.ClaimedBy)
+}
+
+func claimSweepsFirst(t *testing.T, b *bundle) {
+	b.enqueue(t, "a")
+	first := b.claimOne(t, alice)
+	b.advance(t, protocol.AwaitingPayloadMs*time.Millisecond+time.Second)
+	second := b.claimOne(t, alice2)
+	require.Equal(t, "a", second.ID)
+	require.NotEqual(t, first.Lease.ID, second.Lease.ID)
+}
+
+func claimStopsOfferingJobWhoseDeadline(t *testing.T, b *bundle) {
+	b.enqueueOn(t, Site, b.stub(t, "a", deadlineIn(t, b, time.Minute)))
+	b.advance(t, time.Minute)
+	require.Empty(t, b.claimFor(t, alice, 64))
+	b.requireGone(t, "a")
+}
+
+func claimGrantsEachJobExactlyOne(t *testing.T, b *bundle) {
+	const jobs, claimers = 40, 8
+	for i := range jobs {
+		b.enqueue(t, fmt.Sprintf("job-%02d", i))
+	}
+	var mu sync.Mutex
+	holders := map[string][]string{}
+	var wg sync.WaitGroup
+	for w := range claimers {
+		d := device{runner: fmt.Sprintf("runner_%d", w), owner: "alice"}
+		wg.Go(func() {
+			for {
+				got, err := b.s.Claim(b.ctx, store.ClaimInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d),
+					Routes: []store.Route{{SiteID: Site, Owner: "alice"}}, Kinds: []string{protocol.KindGenerate}, Max: 3, LeaseMs: leaseMs})
+				if err != nil || len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, c := range got {
+					holders[c.ID] = append(holders[c.ID], d.runner)
+				}
+				mu.Unlock()
 			}
-			var mu sync.Mutex
-			holders := map[string][]string{}
-			var wg sync.WaitGroup
-			for w := range claimers {
-				d := device{runner: fmt.Sprintf("runner_%d", w), owner: "alice"}
-				wg.Go(func() {
-					for {
-						got, err := b.s.Claim(b.ctx, store.ClaimInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d),
-							Routes: []store.Route{{SiteID: Site, Owner: "alice"}}, Kinds: []string{protocol.KindGenerate}, Max: 3, LeaseMs: leaseMs})
-						if err != nil || len(got) == 0 {
-							return
-						}
-						mu.Lock()
-						for _, c := range got {
-							holders[c.ID] = append(holders[c.ID], d.runner)
-						}
-						mu.Unlock()
-					}
-				})
-			}
-			wg.Wait()
-			require.Len(t, holders, jobs, "every job was granted")
-			for id, h := range holders {
-				require.Len(t, h, 1, "job %s granted to %v", id, h)
-				require.Equal(t, h[0], b.job(t, id).ClaimedBy.RunnerID)
-			}
-		}},
-		testCase{"does not hand out a stub it cannot parse, and still grants the rest", func(t *testing.T, b *bundle) { // F100, B6
-			if b.h.WriteUnparseableJob == nil {
-				t.Skip("this store keeps no serialised records, so no stored stub can fail to parse")
-			}
-			b.h.WriteUnparseableJob(t, "legacy", Site, "alice", protocol.KindGenerate)
-			b.enqueue(t, "good")
-			require.Equal(t, []string{"good"}, ids(b.claimFor(t, alice, 64)))
-			require.Empty(t, b.claimFor(t, alice2, 64))
-		}},
-	)
+		})
+	}
+	wg.Wait()
+	require.Len(t, holders, jobs, "every job was granted")
+	for id, h := range holders {
+		require.Len(t, h, 1, "job %s granted to %v", id, h)
+		require.Equal(t, h[0], b.job(t, id).ClaimedBy.RunnerID)
+	}
+}
+
+func claimDoesNotHandOutStub(t *testing.T, b *bundle) {
+	if b.h.WriteUnparseableJob == nil {
+		t.Skip("this store keeps no serialised records, so no stored stub can fail to parse")
+	}
+	b.h.WriteUnparseableJob(t, "legacy", Site, "alice", protocol.KindGenerate)
+	b.enqueue(t, "good")
+	require.Equal(t, []string{"good"}, ids(b.claimFor(t, alice, 64)))
+	require.Empty(t, b.claimFor(t, alice2, 64))
 }

@@ -2,6 +2,13 @@
 // pass. A store package runs it from its own tests with Run and a function
 // that builds a fresh, empty store for each case.
 //
+// Cases are plain functions, listed per operation (enqueueContract,
+// claimContract, ...), and every case runs in parallel with the others. So
+// the harness function must isolate each case completely: its own store,
+// and a clock lever that moves that store's clock only (the memory store
+// gets a manual clock of its own; the Valkey store a fresh key prefix,
+// under which its test clock lever lives too).
+//
 // Every store rule is asserted here and only here, so the memory and Valkey
 // stores cannot drift apart.
 package storetest
@@ -29,6 +36,6 @@ type Harness struct {
 	WriteUnparseableJob func(t *testing.T, id, siteID, owner, kind string)
 }
 
-// NewHarness builds a fresh harness for one test case. It registers any
-// cleanup with t.
+// NewHarness builds a fresh harness for one test case, isolated from every
+// other case (they run in parallel). It registers any cleanup with t.
 type NewHarness func(t *testing.T) Harness

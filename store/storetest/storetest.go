@@ -27,29 +27,49 @@ const leaseMs = 45_000
 // leaseIDPattern is a lowercase UUID v4.
 var leaseIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
-// testCase is one rule of the contract.
-type testCase struct {
-	name string
-	run  func(t *testing.T, b *bundle)
-}
-
-// cases is filled by the files of this package, one group per operation.
-var cases []testCase
-
-func register(group string, cs ...testCase) {
-	for _, c := range cs {
-		c.name = group + "/" + c.name
-		cases = append(cases, c)
-	}
-}
-
-// Run runs every case of the contract, each against a fresh store.
+// Run runs every case of the contract, each against a fresh store of its
+// own and in parallel with the others: a case shares nothing with another,
+// not even the clock, so none has to wait for one that moves time.
 func Run(t *testing.T, newHarness NewHarness) {
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			c.run(t, setup(t, newHarness))
+	groups := []struct {
+		name  string
+		cases func(suite)
+	}{
+		{"enqueue", enqueueContract},
+		{"claim", claimContract},
+		{"fetch", fetchContract},
+		{"result", resultContract},
+		{"release", releaseContract},
+		{"renew", renewContract},
+		{"payload", payloadContract},
+		{"cancel", cancelContract},
+		{"cancelRequests", cancelRequestsContract},
+		{"pending", pendingContract},
+		{"results", resultsContract},
+		{"sweep", sweepContract},
+		{"clock", clockContract},
+		{"presence", presenceContract},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			g.cases(suite{t: t, newHarness: newHarness})
 		})
 	}
+}
+
+// suite runs the cases of one group.
+type suite struct {
+	t          *testing.T
+	newHarness NewHarness
+}
+
+// run runs one case as a parallel subtest against a store of its own.
+func (s suite) run(name string, c func(t *testing.T, b *bundle)) {
+	s.t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		c(t, setup(t, s.newHarness))
+	})
 }
 
 // bundle is what each case works with.
