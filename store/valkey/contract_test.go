@@ -35,7 +35,9 @@ func TestContractCluster(t *testing.T) {
 // harness builds an empty store under a fresh prefix on a shared client.
 // Its clock is pinned at the server's time and moves only by Advance, as
 // the contract's exact stamps need: two calls a millisecond apart would
-// otherwise disagree. The tests in valkey_test.go cover the running TIME.
+// otherwise disagree. The clock lever lives under the prefix too, so the
+// contract's parallel cases never move each other's clocks. The tests in
+// valkey_test.go cover the running TIME.
 func harness(t *testing.T, client valkey.Client) storetest.Harness {
 	s := newTestStore(t, client)
 	pinClock(t, s)
