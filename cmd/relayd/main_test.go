@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os/exec"
@@ -11,13 +12,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/byollm/relayd/internal/fleet"
 	"github.com/byollm/relayd/internal/peer"
-	"github.com/byollm/relayd/internal/relaydtest"
 	"github.com/byollm/relayd/protocol"
 )
 
-func startExample(t *testing.T, args ...string) *relaydtest.Process {
-	return relaydtest.Start(t, relaydtest.Options{Fixture: "../../deploy/fixture.example.json", SiteID: "site_example", Args: args})
+func startExample(t *testing.T, args ...string) *fleet.Process {
+	f := fleet.StartForTest(t, fleet.Options{Fixture: "../../deploy/fixture.example.json", SiteID: "site_example", Args: args})
+	return f.Replica(0).Process()
 }
 
 // heldEnqueue holds a correctly signed enqueue open mid-body as the demo
@@ -28,7 +30,7 @@ func heldEnqueue(t *testing.T, publicURL string) (finish func() *http.Response) 
 	site, err := peer.NewSite(peer.Config{BaseURLs: []string{publicURL}}, keys.Site.Keys, keys.Site.SiteID)
 	require.NoError(t, err)
 	stub := site.Stub("drain-job", protocol.KindGenerate, "alice", time.Now().Add(time.Hour).UnixMilli())
-	return relaydtest.HoldEnqueue(t, publicURL, site, stub)
+	return fleet.HoldEnqueue(t, publicURL, site, stub)
 }
 
 func readiness(admin string) (int, string) {
@@ -66,7 +68,9 @@ func TestSIGTERMFailsReadinessFirstAndFinishesInFlightRequests(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the in-flight request completes: %s", got)
 	require.JSONEq(t, `{"jobId":"drain-job","state":"queued"}`, string(got))
 
-	require.NoError(t, p.Wait(30*time.Second), "relayd exits cleanly after draining")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, p.Wait(ctx), "relayd exits cleanly after draining")
 	logs := p.Logs()
 	require.Less(t, strings.Index(logs, `"msg":"draining"`), strings.Index(logs, `"msg":"stopped"`))
 }
@@ -87,7 +91,7 @@ func TestHelpListsEveryEnvironmentTwin(t *testing.T) {
 }
 
 func runRelayd(t *testing.T, args ...string) (string, error) {
-	cmd := exec.Command(relaydtest.Binary(t), args...)
+	cmd := exec.Command(fleet.TestBinary(t), args...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

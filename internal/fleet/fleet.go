@@ -4,8 +4,10 @@
 // addresses. It also writes a self-consistent fixture and key file for any
 // number of devices.
 //
-// It deliberately does not import testing, so that a benchmark command can
-// use it as well as tests; tests wrap it (see internal/relaydtest).
+// It is the one package that runs relayd processes, for tests (StartForTest,
+// TestBinary, HoldEnqueue tie them to a test's lifetime) and for the
+// benchmark command (Start, Build) alike; the process plumbing it shares with
+// internal/valkeytest lives in internal/child.
 package fleet
 
 import (

@@ -10,7 +10,6 @@ import (
 
 	"github.com/byollm/relayd/internal/fleet"
 	"github.com/byollm/relayd/internal/peer"
-	"github.com/byollm/relayd/internal/relaydtest"
 )
 
 func TestWriteFixture_KeysMatchTheFixtureAndSparesStandApart(t *testing.T) {
@@ -35,7 +34,7 @@ func TestWriteFixture_KeysMatchTheFixtureAndSparesStandApart(t *testing.T) {
 func TestFleet_RestartsOnTheSameAddressAndDrainsOnStop(t *testing.T) {
 	fx, err := fleet.WriteFixture(t.TempDir(), fleet.FixtureOptions{Devices: 1})
 	require.NoError(t, err)
-	f := relaydtest.Fleet(t, fleet.Options{Fixture: fx.Path, SiteID: fx.SiteID})
+	f := fleet.StartForTest(t, fleet.Options{Fixture: fx.Path, SiteID: fx.SiteID})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := f.Replica(0)

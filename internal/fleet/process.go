@@ -12,10 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/byollm/relayd/internal/child"
 )
 
 // ServingMessage is the log message relayd prints once both listeners are
@@ -72,10 +73,8 @@ type Process struct {
 	// Public and Admin are the listeners' base URLs ("http://host:port").
 	Public, Admin string
 
-	cmd  *exec.Cmd
+	*child.Process
 	logs *logBuffer
-	done chan struct{}
-	err  error // exit status, valid once done is closed
 }
 
 // StartProcess runs relayd and waits until it logs that it serves, the
@@ -93,38 +92,15 @@ func StartProcess(ctx context.Context, o ProcessOptions) (*Process, error) {
 	// Not CommandContext: the process must outlive the start-up context.
 	cmd := exec.Command(o.Binary, o.Args...)
 	cmd.Env = append(os.Environ(), o.Env...)
-	dieWithParent(cmd)
-	logs := &logBuffer{limit: o.LogLimit}
+	p := &Process{logs: &logBuffer{limit: o.LogLimit}}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("start relayd: stdout pipe: %w", err)
 	}
-	cmd.Stderr = logs
-	p := &Process{cmd: cmd, logs: logs, done: make(chan struct{})}
+	cmd.Stderr = p.logs
 	serving := make(chan [2]string, 1)
-	started := make(chan error, 1)
-	go func() {
-		// Linux sends the parent-death signal when the thread that started
-		// the child exits, not the process; keep that thread until the
-		// child is gone.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		copied := make(chan struct{})
-		go func() {
-			defer close(copied)
-			p.copyLogs(stdout, serving)
-		}()
-		// Wait only after the pipe is drained, as os/exec requires.
-		<-copied
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	p.Process, err = child.Start(cmd, func() { p.copyLogs(stdout, serving) })
+	if err != nil {
 		return nil, fmt.Errorf("start relayd: %w", err)
 	}
 
@@ -132,8 +108,9 @@ func StartProcess(ctx context.Context, o ProcessOptions) (*Process, error) {
 	case addrs := <-serving:
 		p.Public, p.Admin = "http://"+addrs[0], "http://"+addrs[1]
 		return p, nil
-	case <-p.done:
-		return nil, fmt.Errorf("relayd exited before serving: %v\n%s", p.err, p.Logs())
+	case <-p.Done():
+		_, exitErr := p.Exited()
+		return nil, fmt.Errorf("relayd exited before serving: %v\n%s", exitErr, p.Logs())
 	case <-ctx.Done():
 		_ = p.Kill()
 		return nil, fmt.Errorf("relayd did not start serving: %w\n%s", ctx.Err(), p.Logs())
@@ -163,56 +140,6 @@ func (p *Process) copyLogs(stdout io.Reader, serving chan<- [2]string) {
 	_, _ = io.Copy(p.logs, stdout)
 }
 
-// PID returns the process id.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
-
-// Signal sends sig to the process.
-func (p *Process) Signal(sig os.Signal) error {
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("signal relayd %d: %w", p.PID(), err)
-	}
-	return nil
-}
-
-// Kill stops the process at once, as kill -9 would, and waits until it has
-// exited. Killing an exited process does nothing.
-func (p *Process) Kill() error {
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("kill relayd %d: %w", p.PID(), err)
-	}
-	<-p.done
-	return nil
-}
-
-// Done is closed once the process has exited.
-func (p *Process) Done() <-chan struct{} { return p.done }
-
-// Exited reports whether the process has exited, and its exit error.
-func (p *Process) Exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.err
-	default:
-		return false, nil
-	}
-}
-
-// Wait waits for the process to exit and returns its exit error, or the
-// context's error if it ends first.
-func (p *Process) Wait(ctx context.Context) error {
-	select {
-	case <-p.done:
-		return p.err
-	case <-ctx.Done():
-		return fmt.Errorf("relayd %d still running: %w", p.PID(), ctx.Err())
-	}
-}
-
 // Logs returns the output kept so far (the tail, when LogLimit is set).
 func (p *Process) Logs() string { return p.logs.String() }
 
@@ -237,8 +164,9 @@ func (p *Process) WaitReady(ctx context.Context) error {
 			last = fmt.Sprintf("%d %s", status, body)
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("relayd exited before it was ready: %v\n%s", p.err, p.Logs())
+		case <-p.Done():
+			_, exitErr := p.Exited()
+			return fmt.Errorf("relayd exited before it was ready: %v\n%s", exitErr, p.Logs())
 		case <-ctx.Done():
 			return fmt.Errorf("relayd at %s not ready (last answer: %s): %w", p.Admin, last, ctx.Err())
 		case <-time.After(20 * time.Millisecond):

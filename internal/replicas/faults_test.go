@@ -15,7 +15,6 @@ import (
 
 	"github.com/byollm/relayd/internal/fleet"
 	"github.com/byollm/relayd/internal/peer"
-	"github.com/byollm/relayd/internal/relaydtest"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/internal/workload"
 	"github.com/byollm/relayd/protocol"
@@ -193,7 +192,7 @@ func TestSIGTERM_ReplicaDrainsUnderLoadAndNothingIsLost(t *testing.T) {
 	victim := r.fleet.Replica(2)
 	site := r.siteAt(victim.PublicURL())
 	probe := r.stub(site, "drain-probe", r.fx.Spares[0].Owner) // nobody runs spare jobs
-	finish := relaydtest.HoldEnqueue(t, victim.PublicURL(), site, probe)
+	finish := fleet.HoldEnqueue(t, victim.PublicURL(), site, probe)
 	require.NoError(t, victim.Process().Signal(syscall.SIGTERM))
 	t.Logf("SIGTERM to replica 2 at %+v", run.Progress())
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/byollm/relayd/internal/fleet"
 	"github.com/byollm/relayd/internal/peer"
-	"github.com/byollm/relayd/internal/relaydtest"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/internal/workload"
 	"github.com/byollm/relayd/protocol"
@@ -111,7 +110,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	// limits (which the workload obeys) would only slow them down.
 	fo.Args = append([]string{"--rate-limit", "0", "--site-rate-limit", "0"}, fo.Args...)
 	fo.Valkey = fleet.Valkey{Addrs: o.valkey.Addrs, Cluster: o.valkey.Cluster, Prefix: r.prefix}
-	r.fleet = relaydtest.Fleet(t, fo)
+	r.fleet = fleet.StartForTest(t, fo)
 	return r
 }
 

@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/byollm/relayd/internal/child"
 )
 
 // Server is a running server (or cluster) for one test.
@@ -272,8 +274,7 @@ type process struct {
 	args []string
 	dir  string
 	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *child.Process
 }
 
 func startProcess(t testing.TB, bin string, o Options, extra []string) *process {
@@ -315,17 +316,13 @@ func launch(parent, bin string, o Options, extra []string) (*process, error) {
 }
 
 func (p *process) start() error {
-	p.cmd = exec.Command(p.bin, p.args...)
-	p.cmd.Dir = p.dir
-	bindLifetime(p.cmd)
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Dir = p.dir
+	proc, err := child.Start(cmd, nil)
+	if err != nil {
 		return err
 	}
-	p.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		_ = cmd.Wait()
-		close(done)
-	}(p.cmd, p.done)
+	p.proc = proc
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for {
@@ -333,7 +330,7 @@ func (p *process) start() error {
 			return nil
 		}
 		select {
-		case <-p.done:
+		case <-proc.Done():
 			log, _ := os.ReadFile(filepath.Join(p.dir, "server.log"))
 			return fmt.Errorf("server exited before answering: %s", lastLines(string(log), 5))
 		case <-ctx.Done():
@@ -345,24 +342,14 @@ func (p *process) start() error {
 
 // stop terminates the node and waits for it to exit.
 func (p *process) stop() {
-	if p.cmd == nil || p.cmd.Process == nil {
-		return
+	if p.proc != nil {
+		_ = p.proc.Kill()
 	}
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
 }
 
+// lastLines is the tail of a server's log, on one line.
 func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
+	return strings.Join(child.LastLines(strings.TrimSpace(s), n), " | ")
 }
 
 // freePort returns a loopback port that is free now; for a cluster node it
