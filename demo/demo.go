@@ -32,110 +32,145 @@ type Options struct {
 
 // Run routes one job and writes the story to out.
 func Run(ctx context.Context, opts Options, out io.Writer) error {
-	keys, err := peer.LoadDemoKeys(opts.KeysPath)
+	st, err := newStory(opts, out)
 	if err != nil {
 		return err
 	}
+	for _, step := range []func(context.Context) error{st.pair, st.publish, st.claim, st.seal, st.work, st.collect} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// story is one demo run: who acts and what has happened so far.
+type story struct {
+	opts   Options
+	out    io.Writer
+	keys   peer.DemoKeys
+	dev    peer.DemoDevice
+	site   *peer.Site
+	daemon *peer.Daemon
+
+	jobID    string
+	deadline int64
+	grant    protocol.ClaimedStub
+}
+
+func newStory(opts Options, out io.Writer) (*story, error) {
+	keys, err := peer.LoadDemoKeys(opts.KeysPath)
+	if err != nil {
+		return nil, err
+	}
 	if len(keys.Devices) == 0 {
-		return errors.New("demo: the key file has no devices")
+		return nil, errors.New("demo: the key file has no devices")
 	}
 	dev := keys.Devices[0]
 	if opts.RunnerID != "" {
 		var ok bool
 		if dev, ok = keys.Device(opts.RunnerID); !ok {
-			return fmt.Errorf("demo: no device %q in %s", opts.RunnerID, opts.KeysPath)
+			return nil, fmt.Errorf("demo: no device %q in %s", opts.RunnerID, opts.KeysPath)
 		}
 	}
 	cfg := peer.Config{BaseURLs: []string{opts.RelayURL}}
 	site, err := peer.NewSite(cfg, keys.Site.Keys, keys.Site.SiteID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	daemon, err := peer.NewDaemon(cfg, dev.Keys, dev.RunnerID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	return &story{opts: opts, out: out, keys: keys, dev: dev, site: site, daemon: daemon}, nil
+}
 
-	paired, err := daemon.Pair(ctx, dev.Owner)
+func (st *story) say(format string, args ...any) { fmt.Fprintf(st.out, format+"\n", args...) }
+
+func (st *story) pair(ctx context.Context) error {
+	paired, err := st.daemon.Pair(ctx, st.dev.Owner)
 	if err != nil {
 		return fmt.Errorf("pair: %w", err)
 	}
-	say("1. daemon %s (owner %s, key %s) paired; the relay names the site key %s", paired.RunnerID, dev.Owner, dev.Keys.KeyID(), mustKeyID(paired.Site.Identity))
+	st.say("1. daemon %s (owner %s, key %s) paired; the relay names the site key %s", paired.RunnerID, st.dev.Owner, st.dev.Keys.KeyID(), mustKeyID(paired.Site.Identity))
+	return nil
+}
 
-	jobID := "demo-" + uuid.NewString()
-	deadline := time.Now().Add(5 * time.Minute).UnixMilli()
-	stub := site.Stub(jobID, protocol.KindGenerate, dev.Owner, deadline)
+func (st *story) publish(ctx context.Context) error {
+	st.jobID = "demo-" + uuid.NewString()
+	st.deadline = time.Now().Add(5 * time.Minute).UnixMilli()
+	stub := st.site.Stub(st.jobID, protocol.KindGenerate, st.dev.Owner, st.deadline)
 	stub.Audience = protocol.AudienceSelf
-	enq, err := site.Enqueue(ctx, stub)
+	enq, err := st.site.Enqueue(ctx, stub)
 	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}
-	say("2. site %s published stub %s for %s: %s (the relay holds metadata only)", keys.Site.SiteID, jobID, dev.Owner, enq.State)
+	st.say("2. site %s published stub %s for %s: %s (the relay holds metadata only)", st.keys.Site.SiteID, st.jobID, st.dev.Owner, enq.State)
+	return nil
+}
 
-	claimed, err := daemon.Claim(ctx, []string{protocol.KindGenerate}, 1)
+func (st *story) claim(ctx context.Context) error {
+	claimed, err := st.daemon.Claim(ctx, []string{protocol.KindGenerate}, 1)
 	if err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}
-	if len(claimed.Jobs) != 1 || claimed.Jobs[0].ID != jobID {
-		return fmt.Errorf("claim: expected job %s, got %d jobs (is another daemon or job in the way?)", jobID, len(claimed.Jobs))
+	if len(claimed.Jobs) != 1 || claimed.Jobs[0].ID != st.jobID {
+		return fmt.Errorf("claim: expected job %s, got %d jobs (is another daemon or job in the way?)", st.jobID, len(claimed.Jobs))
 	}
-	grant := claimed.Jobs[0]
-	say("3. daemon claimed it under lease %s, valid for %d ms", grant.Lease.ID, claimed.LeaseMs)
+	st.grant = claimed.Jobs[0]
+	st.say("3. daemon claimed it under lease %s, valid for %d ms", st.grant.Lease.ID, claimed.LeaseMs)
+	return nil
+}
 
-	pending, err := site.AwaitPending(ctx, jobID)
+func (st *story) seal(ctx context.Context) error {
+	pending, err := st.site.AwaitPending(ctx, st.jobID)
 	if err != nil {
 		return fmt.Errorf("pending: %w", err)
 	}
-	payload, err := json.Marshal(map[string]string{"prompt": opts.Prompt})
+	payload, err := json.Marshal(map[string]string{"prompt": st.opts.Prompt})
 	if err != nil {
 		return err
 	}
-	if _, err := site.SendPayload(ctx, pending, deadline, payload); err != nil {
+	if _, err := st.site.SendPayload(ctx, pending, st.deadline, payload); err != nil {
 		return fmt.Errorf("payload: %w", err)
 	}
-	say("4. site sealed the prompt to device key %s; the relay stores only ciphertext", mustKeyID(pending.Device.Identity))
+	st.say("4. site sealed the prompt to device key %s; the relay stores only ciphertext", mustKeyID(pending.Device.Identity))
+	return nil
+}
 
-	fetched, err := daemon.Fetch(ctx, jobID, grant.Lease.ID)
-	if err != nil {
-		return fmt.Errorf("fetch: %w", err)
-	}
-	opened, err := peer.Open(dev.Keys, fetched.Envelope, peer.Expectation{JobID: jobID, Direction: protocol.DirectionPayload, SenderIdentity: keys.Site.Keys.Public().Identity})
-	if err != nil {
-		return fmt.Errorf("open payload: %w", err)
-	}
-	var job struct{ Prompt string }
-	if err := json.Unmarshal(opened, &job); err != nil {
-		return fmt.Errorf("read payload: %w", err)
-	}
-	say("5. daemon fetched %d bytes of ciphertext and opened it: %q", len(fetched.Envelope.Ciphertext), job.Prompt)
-
-	answer, err := json.Marshal(map[string]any{
-		"outcome": map[string]string{"outcome": "ok", "text": "echo: " + job.Prompt},
-		"ran":     map[string]any{"model": "demo-echo", "backendClass": "process", "durationMs": 0},
-	})
+// work runs the job the way every Go daemon here does (peer.Daemon.Work),
+// with an echo for a model.
+func (st *story) work(ctx context.Context) error {
+	var prompt string
+	ran, err := st.daemon.Work(ctx, st.grant, func(payload json.RawMessage) (json.RawMessage, error) {
+		var job struct{ Prompt string }
+		if err := json.Unmarshal(payload, &job); err != nil {
+			return nil, fmt.Errorf("read payload: %w", err)
+		}
+		prompt = job.Prompt
+		return json.Marshal(map[string]any{
+			"outcome": map[string]string{"outcome": "ok", "text": "echo: " + job.Prompt},
+			"ran":     map[string]any{"model": "demo-echo", "backendClass": "process", "durationMs": 0},
+		})
+	}, peer.Steps{})
 	if err != nil {
 		return err
 	}
-	sealed, err := peer.Seal(dev.Keys, keys.Site.Keys.Public(), jobID, protocol.DirectionResult, deadline, answer)
-	if err != nil {
-		return fmt.Errorf("seal result: %w", err)
-	}
-	res, err := daemon.Result(ctx, jobID, grant.Lease.ID, sealed, protocol.DispositionOK)
-	if err != nil {
-		return fmt.Errorf("result: %w", err)
-	}
-	say("6. daemon sealed the answer to the site and posted it: accepted=%v state=%s", res.Accepted, res.State)
+	st.say("5. daemon fetched %d bytes of ciphertext and opened it: %q", len(ran.Sealed.Ciphertext), prompt)
+	st.say("6. daemon sealed the answer to the site and posted it: accepted=%v state=%s", ran.Response.Accepted, ran.Response.State)
+	return nil
+}
 
-	fin, err := site.AwaitResult(ctx, jobID)
+func (st *story) collect(ctx context.Context) error {
+	fin, err := st.site.AwaitResult(ctx, st.jobID)
 	if err != nil {
 		return fmt.Errorf("results: %w", err)
 	}
-	text, err := site.OpenResult(fin)
+	text, err := st.site.OpenResult(fin)
 	if err != nil {
 		return fmt.Errorf("open result: %w", err)
 	}
-	say("7. site collected the result from runner %s (owner %s) and opened it: %s", fin.RunnerID, fin.RunnerOwner, text)
+	st.say("7. site collected the result from runner %s (owner %s) and opened it: %s", fin.RunnerID, fin.RunnerOwner, text)
 	return nil
 }
 

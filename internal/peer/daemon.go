@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -301,108 +300,6 @@ func (d *Daemon) Release(ctx context.Context, leases []protocol.LeaseRef, reason
 		Reason:          reason,
 	}, &resp)
 	return resp, err
-}
-
-// Ran is what RunOnce did with the one job it claimed.
-type Ran struct {
-	Job protocol.ClaimedStub
-	// Payload is the opened payload plaintext.
-	Payload json.RawMessage
-	// Result is the result plaintext runFn returned.
-	Result json.RawMessage
-	// Envelope is the sealed result as posted.
-	Envelope protocol.SealedEnvelope
-	// Response is the relay's answer to the result.
-	Response protocol.ResultResponse
-}
-
-// RunOnce does one job end to end, as a daemon's work loop would: it claims
-// at most one job of its configured kinds, polls fetch while the site has not
-// sealed the payload (up to the configured FetchWait), opens the payload with
-// the pinned site identity, runs runFn on it, seals runFn's result to the
-// site and posts it with disposition ok. It reports false when there was
-// nothing to claim.
-//
-// A payload that does not open (wrong sender, tampered, wrong job) is
-// refused: the lease is released with reason "refused" and the error is
-// returned. A runFn error releases the lease with reason "backend-down". A
-// payload that never becomes ready is left to the relay's awaiting-payload
-// sweep.
-func (d *Daemon) RunOnce(ctx context.Context, runFn func(plaintext json.RawMessage) (json.RawMessage, error)) (Ran, bool, error) {
-	site, ok := d.SiteIdentity()
-	if !ok {
-		// Checked before claiming so that a misconfigured daemon takes no lease.
-		return Ran{}, false, errors.New("run: no site identity pinned: pair first")
-	}
-	claim, err := d.Claim(ctx, d.kinds, 1)
-	if err != nil {
-		return Ran{}, false, fmt.Errorf("run: %w", err)
-	}
-	if len(claim.Jobs) == 0 {
-		return Ran{}, false, nil
-	}
-	job := claim.Jobs[0]
-	ran := Ran{Job: job}
-	lease := protocol.LeaseRef{JobID: job.ID, LeaseID: job.Lease.ID}
-
-	env, err := d.awaitPayload(ctx, lease)
-	if err != nil {
-		return ran, true, fmt.Errorf("run %s: %w", job.ID, err)
-	}
-	ran.Payload, err = Open(d.keys, env, Expectation{
-		JobID:          job.ID,
-		Direction:      protocol.DirectionPayload,
-		SenderIdentity: site.Identity,
-	})
-	if err != nil {
-		return ran, true, d.giveUp(ctx, lease, protocol.ReasonRefused, fmt.Errorf("run %s: refuse payload: %w", job.ID, err))
-	}
-	ran.Result, err = runFn(ran.Payload)
-	if err != nil {
-		return ran, true, d.giveUp(ctx, lease, protocol.ReasonBackendDown, fmt.Errorf("run %s: %w", job.ID, err))
-	}
-	ran.Envelope, err = d.sealer.Seal(d.keys, site, job.ID, protocol.DirectionResult, job.DeadlineAt, ran.Result)
-	if err != nil {
-		return ran, true, d.giveUp(ctx, lease, protocol.ReasonBackendDown, fmt.Errorf("run %s: %w", job.ID, err))
-	}
-	ran.Response, err = d.Result(ctx, job.ID, job.Lease.ID, ran.Envelope, protocol.DispositionOK)
-	if err != nil {
-		return ran, true, fmt.Errorf("run %s: %w", job.ID, err)
-	}
-	return ran, true, nil
-}
-
-// awaitPayload polls fetch while the relay answers not-ready.
-func (d *Daemon) awaitPayload(ctx context.Context, lease protocol.LeaseRef) (protocol.SealedEnvelope, error) {
-	giveUpAt := time.Now().Add(d.fetchWait)
-	for {
-		resp, err := d.Fetch(ctx, lease.JobID, lease.LeaseID)
-		if err == nil {
-			return resp.Envelope, nil
-		}
-		if ErrorCode(err) != protocol.CodeNotReady {
-			return protocol.SealedEnvelope{}, err
-		}
-		if time.Now().Add(d.pollInterval).After(giveUpAt) {
-			return protocol.SealedEnvelope{}, fmt.Errorf("payload not sealed within %s: %w", d.fetchWait, err)
-		}
-		if err := clock.Sleep(ctx, d.pollInterval); err != nil {
-			return protocol.SealedEnvelope{}, fmt.Errorf("waiting for payload: %w", err)
-		}
-	}
-}
-
-// giveUp releases a lease after a failure and returns the failure, joined
-// with the release's own error if that failed too. The release runs even if
-// ctx is already done, so a cancelled run does not strand the job until its
-// lease expires.
-func (d *Daemon) giveUp(ctx context.Context, lease protocol.LeaseRef, reason string, cause error) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if _, err := d.Release(rctx, []protocol.LeaseRef{lease}, reason); err != nil {
-		return errors.Join(cause, fmt.Errorf("and releasing the lease failed: %w", err))
-	}
-	return cause
 }
 
 // keyIDOrText names an identity key by its key id, or as given if it does

@@ -16,8 +16,11 @@
 //     deploy/demo-keys.json file.
 //   - Seal and Open: sealed envelopes byte for byte as crypto.md describes.
 //   - Daemon and Site: typed HTTP clients for every endpoint of their plane,
-//     which return the decoded success body or an *Error, plus RunOnce and
-//     the Site's Await/Send helpers for driving whole jobs.
+//     which return the decoded success body or an *Error, plus the Site's
+//     Await/Send helpers for driving whole jobs.
+//   - Work: the one lifecycle of a held job (fetch, open, run, seal,
+//     result, release on failure) that the tests (through RunOnce), the
+//     demo and the workload all drive, with Steps to pace and watch it.
 //   - Transport.Raw, Daemon.Do and Site.Do: escape hatches for the malformed,
 //     unsigned and wrongly signed requests that tests need to send.
 package peer

@@ -46,11 +46,12 @@ type Config struct {
 	// Clock stamps x-byollm-issued-at; nil means the system clock. Give a
 	// skewed clock to provoke clock-skew refusals.
 	Clock clock.Clock
-	// PollInterval is the pause between polls in RunOnce and the Site's
-	// Await helpers; zero means DefaultPollInterval.
+	// PollInterval is the pause between polls in Work (and so RunOnce) and
+	// the Site's Await helpers; zero means DefaultPollInterval.
 	PollInterval time.Duration
-	// FetchWait bounds how long RunOnce polls fetch while the payload is not
-	// ready; zero means DefaultFetchWait. Daemon only.
+	// FetchWait bounds how long Work polls fetch while the payload is not
+	// ready, unless its Steps say otherwise; zero means DefaultFetchWait.
+	// Daemon only.
 	FetchWait time.Duration
 	// Kinds are the job kinds RunOnce claims and Heartbeat advertises; nil
 	// means both llm.generate and llm.chat. Daemon only.

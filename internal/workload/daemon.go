@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,11 +16,9 @@ import (
 
 // daemon is one test device working through the replicas.
 type daemon struct {
-	run    *Run
-	dev    peer.DemoDevice
-	c      *peer.Daemon
-	site   protocol.PublicIdentity // pinned at pairing
-	sealer peer.Sealer
+	run *Run
+	dev peer.DemoDevice
+	c   *peer.Daemon
 	// slots holds one token per job being worked on.
 	slots chan struct{}
 
@@ -71,9 +70,8 @@ func (r *Run) newDaemon(ctx context.Context, dev peer.DemoDevice) (*daemon, erro
 	if resp.RunnerID != dev.RunnerID {
 		return nil, fmt.Errorf("daemon %s: the relay paired it as %q", dev.RunnerID, resp.RunnerID)
 	}
-	d.site = resp.Site
-	if d.site.Identity != r.cfg.Keys.Site.Keys.Public().Identity {
-		return nil, fmt.Errorf("daemon %s: the relay named site identity %s, not the site's", dev.RunnerID, d.site.Identity)
+	if resp.Site.Identity != r.cfg.Keys.Site.Keys.Public().Identity {
+		return nil, fmt.Errorf("daemon %s: the relay named site identity %s, not the site's", dev.RunnerID, resp.Site.Identity)
 	}
 	return d, nil
 }
@@ -167,7 +165,8 @@ func (d *daemon) recordGrant(cs protocol.ClaimedStub, leaseMs, sent, recv int64,
 	return g
 }
 
-// work takes one granted job through fetch, open, run, seal and result.
+// work takes one granted job through the peer daemon's lifecycle, recording
+// what each step shows, and may replay its result.
 func (d *daemon) work(ctx context.Context, cs protocol.ClaimedStub, g *grant) {
 	r := d.run
 	defer func() { <-d.slots }()
@@ -183,146 +182,146 @@ func (d *daemon) work(ctx context.Context, cs protocol.ClaimedStub, g *grant) {
 		d.mu.Unlock()
 	}()
 
-	stage := keepGrant
-	if r.cfg.AbandonFraction > 0 {
-		if f := fraction("abandon/" + ref.LeaseID); f < r.cfg.AbandonFraction {
-			stage = abandonAfterClaim
-			if f < r.cfg.AbandonFraction/2 {
-				stage = abandonAfterFetch
-			}
-		}
-	}
+	stage := d.abandonStage(ref)
 	if stage == abandonAfterClaim {
 		d.abandon(g)
 		return
 	}
-
-	env, ok := d.awaitPayload(jctx, ref, g)
-	if !ok {
+	steps, resultCall := d.steps(g, stage)
+	ran, err := d.c.Work(jctx, cs, func(p json.RawMessage) (json.RawMessage, error) { return echo(p), nil }, steps)
+	var failed *peer.StepError
+	switch {
+	case ran.Dropped:
 		return
-	}
-	plaintext, err := peer.Open(d.dev.Keys, env, peer.Expectation{JobID: cs.ID, Direction: protocol.DirectionPayload, SenderIdentity: d.site.Identity})
-	if err != nil {
+	case errors.As(err, &failed) && failed.Step == peer.StepOpen:
 		// A payload sealed for an earlier holder of the job lands here when
 		// the job changed hands between the site's pending read and its
-		// payload call: refuse it, as a real daemon would.
+		// payload call: Work refused it, as a real daemon would.
 		r.st.note("daemon: payload did not open")
-		d.release(ctx, ref, g, protocol.ReasonRefused)
+		return
+	case errors.As(err, &failed) && failed.Step == peer.StepSeal:
+		r.st.note("daemon: seal result: " + failed.Err.Error())
+		return
+	case err != nil:
 		return
 	}
-	if stage == abandonAfterFetch {
-		d.abandon(g)
-		return
-	}
-	result := echo(plaintext)
-	renv, err := d.sealer.Seal(d.dev.Keys, d.site, cs.ID, protocol.DirectionResult, cs.DeadlineAt, result)
-	if err != nil {
-		r.st.note("daemon: seal result: " + err.Error())
-		d.release(ctx, ref, g, protocol.ReasonBackendDown)
-		return
-	}
-	var resp protocol.ResultResponse
-	ci, err := r.call(jctx, "result", func(ctx context.Context) (err error) {
-		resp, err = d.c.Result(ctx, cs.ID, ref.LeaseID, renv, protocol.DispositionOK)
-		return err
-	})
-	recv := nowMs()
-	if err != nil {
-		return
-	}
-	r.rec.mu.Lock()
-	j := r.rec.jobs[cs.ID]
-	if j != nil {
-		g.accepted = true
-		j.accepted = append(j.accepted, acceptance{leaseID: ref.LeaseID, runner: d.dev.RunnerID, duplicate: resp.Duplicate, retried: ci.retries > 0, recv: recv})
-		if !resp.Accepted && !resp.Duplicate {
-			r.problem(j, Inconsistent, "result under %s answered neither accepted nor duplicate: %+v", ref.LeaseID, resp)
-		}
-	}
-	r.rec.mu.Unlock()
-
+	d.recordAcceptance(cs, ref, g, ran.Response, *resultCall)
 	if r.cfg.ReplayFraction > 0 && fraction("replay/"+cs.ID) < r.cfg.ReplayFraction {
-		var again protocol.ResultResponse
-		_, err := r.call(ctx, "result", func(ctx context.Context) (err error) {
-			again, err = d.c.Result(ctx, cs.ID, ref.LeaseID, renv, protocol.DispositionOK)
-			return err
-		})
-		if ctx.Err() != nil {
-			return
-		}
-		rp := replay{leaseID: ref.LeaseID, answer: again}
-		if err != nil {
-			rp.err = err.Error()
-			// Only a 4xx is an answer about the replay; a 503 (the store
-			// was down) or no answer at all says nothing either way.
-			st := peer.ErrorStatus(err)
-			rp.refused = st >= 400 && st < 500
-		}
-		r.rec.mu.Lock()
-		if j != nil {
-			j.replays = append(j.replays, rp)
-		}
-		r.rec.mu.Unlock()
+		d.replay(ctx, cs, ref, ran.Envelope)
 	}
 }
 
-// awaitPayload polls fetch while the payload is not sealed. It gives up
-// (releasing the lease) once the sealing window is well past, and stops on
-// any refusal other than not-ready.
-func (d *daemon) awaitPayload(ctx context.Context, ref protocol.LeaseRef, g *grant) (protocol.SealedEnvelope, bool) {
+// abandonStage decides, once per lease, whether the daemon drops the grant
+// and when.
+func (d *daemon) abandonStage(ref protocol.LeaseRef) int {
+	cut := d.run.cfg.AbandonFraction
+	if cut <= 0 {
+		return keepGrant
+	}
+	switch f := fraction("abandon/" + ref.LeaseID); {
+	case f < cut/2:
+		return abandonAfterFetch
+	case f < cut:
+		return abandonAfterClaim
+	}
+	return keepGrant
+}
+
+// resultCall is what the run saw of a result post.
+type resultCall struct {
+	info callInfo
+	recv int64
+}
+
+// steps paces Work as this workload wants, and routes its requests through
+// the run's timing and retries. The second value is filled in once the
+// result is posted.
+func (d *daemon) steps(g *grant, stage int) (peer.Steps, *resultCall) {
 	r := d.run
 	start := time.Now()
-	giveUp := start.Add(protocol.AwaitingPayloadMs*time.Millisecond + 5*time.Second)
-	// The site needs a moment to see the claim in pending and seal it: the
-	// first fetch waits for most of the usual time that takes, so that
-	// not-ready polls stay few.
-	wait := max(r.cfg.FetchInterval, time.Duration(r.sealWait.Load())*3/4)
-	for {
-		if clock.Sleep(ctx, wait) != nil {
-			return protocol.SealedEnvelope{}, false
-		}
-		wait = r.cfg.FetchInterval
-		var resp protocol.FetchResponse
-		_, err := r.call(ctx, "fetch", func(ctx context.Context) (err error) {
-			resp, err = d.c.Fetch(ctx, ref.JobID, ref.LeaseID)
-			return err
-		})
-		switch {
-		case err == nil:
-			r.rec.mu.Lock()
-			g.fetched = true
-			r.rec.mu.Unlock()
-			r.noteSealWait(time.Since(start))
-			return resp.Envelope, true
-		case ctx.Err() != nil:
-			return protocol.SealedEnvelope{}, false
-		case peer.ErrorCode(err) == protocol.CodeNotReady, peer.ErrorStatus(err) == 0, peer.ErrorStatus(err) >= 500:
-			if time.Now().After(giveUp) {
-				d.release(ctx, ref, g, protocol.ReasonBackendDown)
-				return protocol.SealedEnvelope{}, false
+	posted := &resultCall{}
+	return peer.Steps{
+		// The site needs a moment to see the claim in pending and seal it:
+		// the first fetch waits for most of the usual time that takes, so
+		// that not-ready polls stay few.
+		FirstFetchAfter: max(r.cfg.FetchInterval, time.Duration(r.sealWait.Load())*3/4),
+		FetchEvery:      r.cfg.FetchInterval,
+		FetchFor:        protocol.AwaitingPayloadMs*time.Millisecond + 5*time.Second,
+		Persist:         true,
+		Send: func(ctx context.Context, endpoint string, request func(context.Context) error) error {
+			ci, err := r.call(ctx, endpoint, request)
+			switch {
+			case endpoint == "fetch" && err == nil:
+				r.rec.mu.Lock()
+				g.fetched = true
+				r.rec.mu.Unlock()
+				r.noteSealWait(time.Since(start))
+			case endpoint == "result":
+				posted.info, posted.recv = ci, nowMs()
 			}
-		default:
-			// 403 (the lease lapsed and moved on), 404 (the job is gone) or
-			// 409 too-late: this grant is over.
-			return protocol.SealedEnvelope{}, false
-		}
+			return err
+		},
+		Opened: func(json.RawMessage) bool {
+			if stage == abandonAfterFetch {
+				d.abandon(g)
+				return false
+			}
+			return true
+		},
+		// The lease is taken as ended from the moment the release is sent,
+		// whatever the answer: the relay may have acted on it even if the
+		// answer was lost.
+		Releasing: func(string) {
+			r.rec.mu.Lock()
+			if g.releasedAt == 0 {
+				g.releasedAt = nowMs()
+			}
+			r.rec.mu.Unlock()
+		},
+	}, posted
+}
+
+// recordAcceptance notes an answered result post.
+func (d *daemon) recordAcceptance(cs protocol.ClaimedStub, ref protocol.LeaseRef, g *grant, resp protocol.ResultResponse, posted resultCall) {
+	r := d.run
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	j := r.rec.jobs[cs.ID]
+	if j == nil {
+		return
+	}
+	g.accepted = true
+	j.accepted = append(j.accepted, acceptance{leaseID: ref.LeaseID, runner: d.dev.RunnerID, duplicate: resp.Duplicate, retried: posted.info.retries > 0, recv: posted.recv})
+	if !resp.Accepted && !resp.Duplicate {
+		r.problem(j, Inconsistent, "result under %s answered neither accepted nor duplicate: %+v", ref.LeaseID, resp)
 	}
 }
 
-// release gives a lease back. The lease is taken as ended from the moment
-// the release is sent, whatever the answer: the relay may have acted on it
-// even if the answer was lost.
-func (d *daemon) release(ctx context.Context, ref protocol.LeaseRef, g *grant, reason string) {
+// replay posts an accepted result a second time under the same lease and
+// records the answer, which must be duplicate:true.
+func (d *daemon) replay(ctx context.Context, cs protocol.ClaimedStub, ref protocol.LeaseRef, renv protocol.SealedEnvelope) {
 	r := d.run
-	r.rec.mu.Lock()
-	if g.releasedAt == 0 {
-		g.releasedAt = nowMs()
-	}
-	r.rec.mu.Unlock()
-	_, _ = r.call(ctx, "release", func(ctx context.Context) error {
-		_, err := d.c.Release(ctx, []protocol.LeaseRef{ref}, reason)
+	var again protocol.ResultResponse
+	_, err := r.call(ctx, "result", func(ctx context.Context) (err error) {
+		again, err = d.c.Result(ctx, cs.ID, ref.LeaseID, renv, protocol.DispositionOK)
 		return err
 	})
+	if ctx.Err() != nil {
+		return
+	}
+	rp := replay{leaseID: ref.LeaseID, answer: again}
+	if err != nil {
+		rp.err = err.Error()
+		// Only a 4xx is an answer about the replay; a 503 (the store
+		// was down) or no answer at all says nothing either way.
+		st := peer.ErrorStatus(err)
+		rp.refused = st >= 400 && st < 500
+	}
+	r.rec.mu.Lock()
+	if j := r.rec.jobs[cs.ID]; j != nil {
+		j.replays = append(j.replays, rp)
+	}
+	r.rec.mu.Unlock()
 }
 
 // abandon drops a grant without a word, as a crashed daemon would.
