@@ -90,16 +90,12 @@ type options struct {
 func run(ctx context.Context, o options) error {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "# "+format+"\n", args...) }
 	if o.relayd == "" {
-		root, err := fleet.ModuleRoot(ctx)
-		if err != nil {
-			return err
-		}
 		dir, err := os.MkdirTemp("", "relaybench-bin-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		if o.relayd, err = fleet.Build(ctx, root, dir); err != nil {
+		if o.relayd, err = fleet.BuildCheckout(ctx, dir); err != nil {
 			return err
 		}
 	}
@@ -114,84 +110,112 @@ func run(ctx context.Context, o options) error {
 
 	var best float64
 	if has(o.scenarios, "lifecycle") {
-		for _, st := range stores {
-			counts := []int{1}
-			if st == "valkey" {
-				counts = o.replicas
-			}
-			for _, n := range counts {
-				l := base
-				l.Store, l.Replicas = st, n
-				if st == "valkey" && n == counts[len(counts)-1] {
-					l.CPUProfile, l.ProfileSeconds = o.cpuProfile, 5
-				}
-				logf("lifecycle: %s store, %d replica(s), %d jobs", st, n, l.Jobs)
-				res, err := bench.RunLifecycle(ctx, l)
-				if err != nil {
-					return err
-				}
-				emit(res)
-				if st == "valkey" && res.StoreOpsPerSecond > best {
-					best = res.StoreOpsPerSecond
-				}
-			}
+		var err error
+		if best, err = runLifecycles(ctx, o, base, stores); err != nil {
+			return err
 		}
 	}
 	if has(o.scenarios, "limit") && o.valkeyAddr != "" {
-		logf("limit: the Valkey store driven directly by %d workers for %d s, then EVALSHA of a trivial script", o.satWorkers, o.satSeconds)
-		sat, err := bench.Saturate(ctx, o.valkeyAddr, o.satWorkers, time.Duration(o.satSeconds)*time.Second)
-		if err != nil {
+		if err := runLimit(ctx, o, best, logf); err != nil {
 			return err
 		}
-		lim, err := bench.MeasureLimit(ctx, o.valkeyAddr, o.clients, o.requests)
-		if err != nil {
-			return err
-		}
-		if best > 0 {
-			lim.StoreOpsPerSecond, lim.Ratio = best, best/lim.EvalshaPerSecond
-		}
-		emit(struct {
-			Scenario string `json:"scenario"`
-			bench.Limit
-			Saturation bench.Saturation `json:"storeSaturation"`
-			// SaturationRatio is the store's own ops/s over the EVALSHA limit;
-			// SameClientRatio over trivial EVALSHA through the same client.
-			SaturationRatio float64 `json:"storeSaturationRatio"`
-			SameClientRatio float64 `json:"sameClientRatio"`
-		}{"limit", lim, sat, sat.OpsPerSecond / lim.EvalshaPerSecond, sat.OpsPerSecond / sat.TrivialPerSecond})
 	}
 	if has(o.scenarios, "depth") {
-		chart := plot.Chart{Title: "Claim latency against store depth (p50 and p99, one replica)", XLabel: "jobs already queued",
-			YLabel: "claim latency (ms)", LogX: true}
-		for _, st := range stores {
-			p50 := plot.Series{Name: st + " p50"}
-			p99 := plot.Series{Name: st + " p99"}
-			for _, d := range o.depths {
-				l := base
-				l.Store, l.Jobs = st, o.depthJobs
-				logf("depth: %s store, %d queued", st, d)
-				res, err := bench.Depth(ctx, l, d)
-				if err != nil {
-					return err
-				}
-				emit(res)
-				c := res.Latency["claim"]
-				p50.Points = append(p50.Points, plot.Point{X: float64(d), Y: c.P50})
-				p99.Points = append(p99.Points, plot.Point{X: float64(d), Y: c.P99})
-			}
-			chart.Series = append(chart.Series, p50, p99)
+		return runDepths(ctx, o, base, stores)
+	}
+	return nil
+}
+
+// runLifecycles runs the lifecycle scenario on each store and replica count
+// and returns the best store ops/s seen on Valkey.
+func runLifecycles(ctx context.Context, o options, base bench.Lifecycle, stores []string) (float64, error) {
+	var best float64
+	for _, st := range stores {
+		counts := []int{1}
+		if st == "valkey" {
+			counts = o.replicas
 		}
-		if o.plotPath != "" && len(o.depths) > 1 {
-			png, err := chart.PNG()
+		for _, n := range counts {
+			l := base
+			l.Store, l.Replicas = st, n
+			if st == "valkey" && n == counts[len(counts)-1] {
+				l.CPUProfile, l.ProfileSeconds = o.cpuProfile, 5
+			}
+			l.Logf("lifecycle: %s store, %d replica(s), %d jobs", st, n, l.Jobs)
+			res, err := bench.RunLifecycle(ctx, l)
+			if err != nil {
+				return 0, err
+			}
+			emit(res)
+			if st == "valkey" && res.StoreOpsPerSecond > best {
+				best = res.StoreOpsPerSecond
+			}
+		}
+	}
+	return best, nil
+}
+
+// runLimit measures the Valkey store driven directly and the EVALSHA limit
+// of the server, and sets the best lifecycle rate against them.
+func runLimit(ctx context.Context, o options, best float64, logf func(string, ...any)) error {
+	logf("limit: the Valkey store driven directly by %d workers for %d s, then EVALSHA of a trivial script", o.satWorkers, o.satSeconds)
+	sat, err := bench.Saturate(ctx, o.valkeyAddr, o.satWorkers, time.Duration(o.satSeconds)*time.Second)
+	if err != nil {
+		return err
+	}
+	lim, err := bench.MeasureLimit(ctx, o.valkeyAddr, o.clients, o.requests)
+	if err != nil {
+		return err
+	}
+	if best > 0 {
+		lim.StoreOpsPerSecond, lim.Ratio = best, best/lim.EvalshaPerSecond
+	}
+	emit(struct {
+		Scenario string `json:"scenario"`
+		bench.Limit
+		Saturation bench.Saturation `json:"storeSaturation"`
+		// SaturationRatio is the store's own ops/s over the EVALSHA limit;
+		// SameClientRatio over trivial EVALSHA through the same client.
+		SaturationRatio float64 `json:"storeSaturationRatio"`
+		SameClientRatio float64 `json:"sameClientRatio"`
+	}{"limit", lim, sat, sat.OpsPerSecond / lim.EvalshaPerSecond, sat.OpsPerSecond / sat.TrivialPerSecond})
+	return nil
+}
+
+// runDepths measures claim latency against store depth on each store and
+// plots it.
+func runDepths(ctx context.Context, o options, base bench.Lifecycle, stores []string) error {
+	chart := plot.Chart{Title: "Claim latency against store depth (p50 and p99, one replica)", XLabel: "jobs already queued",
+		YLabel: "claim latency (ms)", LogX: true}
+	for _, st := range stores {
+		p50 := plot.Series{Name: st + " p50"}
+		p99 := plot.Series{Name: st + " p99"}
+		for _, d := range o.depths {
+			l := base
+			l.Store, l.Jobs = st, o.depthJobs
+			l.Logf("depth: %s store, %d queued", st, d)
+			res, err := bench.Depth(ctx, l, d)
 			if err != nil {
 				return err
 			}
-			if err := os.WriteFile(o.plotPath, png, 0o644); err != nil {
-				return err
-			}
-			logf("wrote %s", o.plotPath)
+			emit(res)
+			c := res.Latency["claim"]
+			p50.Points = append(p50.Points, plot.Point{X: float64(d), Y: c.P50})
+			p99.Points = append(p99.Points, plot.Point{X: float64(d), Y: c.P99})
 		}
+		chart.Series = append(chart.Series, p50, p99)
 	}
+	if o.plotPath == "" || len(o.depths) <= 1 {
+		return nil
+	}
+	png, err := chart.PNG()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.plotPath, png, 0o644); err != nil {
+		return err
+	}
+	base.Logf("wrote %s", o.plotPath)
 	return nil
 }
 

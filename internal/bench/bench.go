@@ -106,20 +106,8 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	// Rate limits off: this measures the relay, not its throttle.
-	opts := fleet.Options{Binary: l.Binary, Replicas: l.Replicas, Fixture: fx.Path, SiteID: fx.SiteID, Store: l.Store,
-		LogLevel: "info", LogLimit: 1 << 20, Args: []string{"--rate-limit", "0", "--site-rate-limit", "0"}}
-	if l.CPUProfile != "" {
-		opts.Args = append(opts.Args, "--pprof")
-	}
-	if l.GOMAXPROCS > 0 {
-		opts.Env = append(opts.Env, fmt.Sprintf("GOMAXPROCS=%d", l.GOMAXPROCS))
-	}
 	prefix := fmt.Sprintf("bench:{%d}:", time.Now().UnixNano())
-	if l.Store == "valkey" {
-		opts.Valkey = fleet.Valkey{Addrs: []string{l.ValkeyAddr}, Prefix: prefix}
-	}
-	fl, err := fleet.Start(ctx, opts)
+	fl, err := fleet.Start(ctx, replicaOptions(l, fx, prefix))
 	if err != nil {
 		return Result{}, fmt.Errorf("start replicas: %w", err)
 	}
@@ -132,18 +120,10 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 		}
 		logf("prefilled %d jobs in %s", l.Prefill, time.Since(start).Round(time.Millisecond))
 	}
-
-	var before valkeyStats
-	if l.Store == "valkey" {
-		if before, err = readValkeyStats(ctx, l.ValkeyAddr); err != nil {
-			return Result{}, err
-		}
-	}
-	relaysBefore, err := scrapeRelays(ctx, fl.AdminURLs())
+	before, err := takeSample(ctx, l, fl.AdminURLs())
 	if err != nil {
 		return Result{}, err
 	}
-	loadBefore := selfCPU()
 	profiled := make(chan error, 1)
 	if l.CPUProfile != "" {
 		go func() { profiled <- cpuProfile(ctx, fl.AdminURLs()[0], l.ProfileSeconds, l.CPUProfile) }()
@@ -159,52 +139,93 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("workload: %w", err)
 	}
-	rep := run.Report()
-	loadCPU := selfCPU() - loadBefore
+	loadCPU := selfCPU() - before.load
 	if err := <-profiled; err != nil {
 		return Result{}, err
 	}
-	relaysAfter, err := scrapeRelays(ctx, fl.AdminURLs())
+	after, err := takeSample(ctx, l, fl.AdminURLs())
 	if err != nil {
 		return Result{}, err
 	}
+	return lifecycleResult(l, run, before, after, loadCPU), nil
+}
+
+// replicaOptions are the bench's replicas: rate limits off, since this
+// measures the relay, not its throttle.
+func replicaOptions(l Lifecycle, fx *fleet.Fixture, prefix string) fleet.Options {
+	opts := fleet.Options{Binary: l.Binary, Replicas: l.Replicas, Fixture: fx.Path, SiteID: fx.SiteID, Store: l.Store,
+		LogLevel: "info", LogLimit: 1 << 20, Args: []string{"--rate-limit", "0", "--site-rate-limit", "0"}}
+	if l.CPUProfile != "" {
+		opts.Args = append(opts.Args, "--pprof")
+	}
+	if l.GOMAXPROCS > 0 {
+		opts.Env = append(opts.Env, fmt.Sprintf("GOMAXPROCS=%d", l.GOMAXPROCS))
+	}
+	if l.Store == "valkey" {
+		opts.Valkey = fleet.Valkey{Addrs: []string{l.ValkeyAddr}, Prefix: prefix}
+	}
+	return opts
+}
+
+// sample is the counters read on each side of a measured run.
+type sample struct {
+	relays relayCounters
+	valkey valkeyStats
+	load   time.Duration // this process's CPU time
+}
+
+func takeSample(ctx context.Context, l Lifecycle, adminURLs []string) (sample, error) {
+	var s sample
+	var err error
+	if l.Store == "valkey" {
+		if s.valkey, err = readValkeyStats(ctx, l.ValkeyAddr); err != nil {
+			return sample{}, err
+		}
+	}
+	if s.relays, err = scrapeRelays(ctx, adminURLs); err != nil {
+		return sample{}, err
+	}
+	s.load = selfCPU()
+	return s, nil
+}
+
+// lifecycleResult turns a finished run and the counters around it into the
+// reported numbers, per job where that makes sense.
+func lifecycleResult(l Lifecycle, run *workload.Run, before, after sample, loadCPU time.Duration) Result {
+	rep := run.Report()
 	res := Result{
 		Scenario: "lifecycle", Store: l.Store, Replicas: l.Replicas, GOMAXPROCS: l.GOMAXPROCS, Daemons: rep.Daemons, Jobs: l.Jobs, Prefill: l.Prefill,
 		Collected: rep.Collected, JobsPerSecond: rep.JobsPerSecond, Latency: rep.Latency, Errors: rep.Errors,
 		Violations: len(run.Check()),
 	}
 	if rep.Elapsed > 0 {
-		res.StoreOpsPerSecond = (relaysAfter.ops() - relaysBefore.ops()) / rep.Elapsed.Seconds()
+		res.StoreOpsPerSecond = (after.relays.ops() - before.relays.ops()) / rep.Elapsed.Seconds()
 	}
 	if rep.Collected == 0 {
-		return res, nil
+		return res
 	}
 	perJob := func(v float64) float64 { return v / float64(rep.Collected) }
 	res.StoreOpsPerJob = map[string]float64{}
-	for name, n := range relaysAfter.opsByName {
-		if d := n - relaysBefore.opsByName[name]; d > 0 {
+	for name, n := range after.relays.opsByName {
+		if d := n - before.relays.opsByName[name]; d > 0 {
 			res.StoreOpsPerJob[name] = perJob(d)
 		}
 	}
 	res.CPU = CPUPerJob{
-		Relay:         perJob(1000 * (relaysAfter.cpuSeconds - relaysBefore.cpuSeconds)),
+		Relay:         perJob(1000 * (after.relays.cpuSeconds - before.relays.cpuSeconds)),
 		LoadGenerator: perJob(float64(loadCPU.Microseconds()) / 1000),
 		Cores:         runtime.NumCPU(),
 	}
 	if l.Store == "valkey" {
-		after, err := readValkeyStats(ctx, l.ValkeyAddr)
-		if err != nil {
-			return Result{}, err
-		}
-		res.ValkeyCommandsPerJob = perJob(float64(after.commands - before.commands))
-		res.ValkeyBytesPerJob = perJob(float64(after.bytes() - before.bytes()))
-		res.CPU.Valkey = perJob(1000 * (after.cpuSeconds - before.cpuSeconds))
+		res.ValkeyCommandsPerJob = perJob(float64(after.valkey.commands - before.valkey.commands))
+		res.ValkeyBytesPerJob = perJob(float64(after.valkey.bytes() - before.valkey.bytes()))
+		res.CPU.Valkey = perJob(1000 * (after.valkey.cpuSeconds - before.valkey.cpuSeconds))
 	}
 	res.CPU.RelayAndStore = res.CPU.Relay + res.CPU.Valkey
 	if res.CPU.RelayAndStore > 0 {
 		res.CPU.Capacity = float64(res.CPU.Cores) * 1000 / res.CPU.RelayAndStore
 	}
-	return res, nil
+	return res
 }
 
 // prefill queues jobs for an owner nobody serves: straight into Valkey

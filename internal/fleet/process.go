@@ -53,6 +53,16 @@ func Build(ctx context.Context, moduleRoot, outDir string) (string, error) {
 	return binary, nil
 }
 
+// BuildCheckout compiles the relayd of the checkout the current directory
+// belongs to into outDir and returns the binary's path.
+func BuildCheckout(ctx context.Context, outDir string) (string, error) {
+	root, err := ModuleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	return Build(ctx, root, outDir)
+}
+
 // ProcessOptions start one relayd process.
 type ProcessOptions struct {
 	// Binary is the relayd executable.

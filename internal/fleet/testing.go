@@ -38,17 +38,12 @@ func TestBinary(t testing.TB) string {
 	testBinary.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		root, err := ModuleRoot(ctx)
+		dir, err := os.MkdirTemp("", "relayd-test-bin-")
 		if err != nil {
 			testBinary.err = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "relayd-test-bin-")
-		if err != nil {
-			testBinary.err = fmt.Errorf("build relayd: %w", err)
-			return
-		}
-		testBinary.path, testBinary.err = Build(ctx, root, dir)
+		testBinary.path, testBinary.err = BuildCheckout(ctx, dir)
 	})
 	if testBinary.err != nil {
 		t.Fatalf("build relayd: %v", testBinary.err)
