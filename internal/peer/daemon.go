@@ -209,96 +209,61 @@ func (d *Daemon) Claim(ctx context.Context, kinds []string, maxJobs int) (protoc
 
 // ClaimWith is Claim with explicit capabilities.
 func (d *Daemon) ClaimWith(ctx context.Context, caps []protocol.Capability, maxJobs int) (protocol.ClaimResponse, error) {
-	id, err := d.paired("claim")
-	if err != nil {
-		return protocol.ClaimResponse{}, err
-	}
 	if caps == nil {
 		caps = []protocol.Capability{} // the relay's schema wants an array, not null
 	}
-	var resp protocol.ClaimResponse
-	err = d.post(ctx, "claim", protocol.ClaimRequest{
-		ProtocolVersion: protocol.Version,
-		RunnerID:        id,
-		Capabilities:    caps,
-		Max:             maxJobs,
-	}, &resp)
-	return resp, err
+	return postAsRunner[protocol.ClaimResponse](ctx, d, "claim", func(id string) any {
+		return protocol.ClaimRequest{ProtocolVersion: protocol.Version, RunnerID: id, Capabilities: caps, Max: maxJobs}
+	})
 }
 
 // Fetch asks for the sealed payload of a job the daemon holds under leaseID.
 func (d *Daemon) Fetch(ctx context.Context, jobID, leaseID string) (protocol.FetchResponse, error) {
-	id, err := d.paired("fetch")
-	if err != nil {
-		return protocol.FetchResponse{}, err
-	}
-	var resp protocol.FetchResponse
-	err = d.post(ctx, "fetch", protocol.FetchRequest{
-		ProtocolVersion: protocol.Version,
-		RunnerID:        id,
-		JobID:           jobID,
-		LeaseID:         leaseID,
-	}, &resp)
-	return resp, err
+	return postAsRunner[protocol.FetchResponse](ctx, d, "fetch", func(id string) any {
+		return protocol.FetchRequest{ProtocolVersion: protocol.Version, RunnerID: id, JobID: jobID, LeaseID: leaseID}
+	})
 }
 
 // Result hands in the sealed result of a job with a disposition
 // (protocol.DispositionOK, …Error or …Canceled).
 func (d *Daemon) Result(ctx context.Context, jobID, leaseID string, env protocol.SealedEnvelope, disposition string) (protocol.ResultResponse, error) {
-	id, err := d.paired("result")
-	if err != nil {
-		return protocol.ResultResponse{}, err
-	}
-	var resp protocol.ResultResponse
-	err = d.post(ctx, "result", protocol.ResultRequest{
-		ProtocolVersion: protocol.Version,
-		RunnerID:        id,
-		JobID:           jobID,
-		LeaseID:         leaseID,
-		Envelope:        env,
-		Disposition:     disposition,
-	}, &resp)
-	return resp, err
+	return postAsRunner[protocol.ResultResponse](ctx, d, "result", func(id string) any {
+		return protocol.ResultRequest{ProtocolVersion: protocol.Version, RunnerID: id, JobID: jobID, LeaseID: leaseID,
+			Envelope: env, Disposition: disposition}
+	})
 }
 
 // Heartbeat reports the leases the daemon is working under, advertising the
 // daemon's configured kinds, and learns which to cancel and which are lost.
 func (d *Daemon) Heartbeat(ctx context.Context, activeLeases []protocol.LeaseRef) (protocol.HeartbeatResponse, error) {
-	id, err := d.paired("heartbeat")
-	if err != nil {
-		return protocol.HeartbeatResponse{}, err
-	}
 	if activeLeases == nil {
 		activeLeases = []protocol.LeaseRef{}
 	}
-	var resp protocol.HeartbeatResponse
-	err = d.post(ctx, "heartbeat", protocol.HeartbeatRequest{
-		ProtocolVersion: protocol.Version,
-		RunnerID:        id,
-		DaemonVersion:   DaemonVersion,
-		Capabilities:    Capabilities(d.kinds),
-		ActiveLeases:    activeLeases,
-		Paused:          false,
-	}, &resp)
-	return resp, err
+	return postAsRunner[protocol.HeartbeatResponse](ctx, d, "heartbeat", func(id string) any {
+		return protocol.HeartbeatRequest{ProtocolVersion: protocol.Version, RunnerID: id, DaemonVersion: DaemonVersion,
+			Capabilities: Capabilities(d.kinds), ActiveLeases: activeLeases, Paused: false}
+	})
 }
 
 // Release gives leases back with a reason (protocol.ReasonShutdown, …).
 func (d *Daemon) Release(ctx context.Context, leases []protocol.LeaseRef, reason string) (protocol.ReleaseResponse, error) {
-	id, err := d.paired("release")
-	if err != nil {
-		return protocol.ReleaseResponse{}, err
-	}
 	if leases == nil {
 		leases = []protocol.LeaseRef{}
 	}
-	var resp protocol.ReleaseResponse
-	err = d.post(ctx, "release", protocol.ReleaseRequest{
-		ProtocolVersion: protocol.Version,
-		RunnerID:        id,
-		Leases:          leases,
-		Reason:          reason,
-	}, &resp)
+	return postAsRunner[protocol.ReleaseResponse](ctx, d, "release", func(id string) any {
+		return protocol.ReleaseRequest{ProtocolVersion: protocol.Version, RunnerID: id, Leases: leases, Reason: reason}
+	})
+}
+
+// postAsRunner sends a paired daemon's request to endpoint, built by request
+// from the runner id, and decodes the answer.
+func postAsRunner[Resp any](ctx context.Context, d *Daemon, endpoint string, request func(runnerID string) any) (Resp, error) {
+	var resp Resp
+	id, err := d.paired(endpoint)
+	if err != nil {
+		return resp, err
+	}
+	err = d.post(ctx, endpoint, request(id), &resp)
 	return resp, err
 }
 
