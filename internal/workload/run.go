@@ -4,8 +4,10 @@
 //
 // The site publishes jobs, seals each claimed job's payload to the device
 // pending names, and collects and opens every result once. Each daemon
-// claims, polls fetch until the payload is sealed, opens it, "runs" it (an
-// echo), seals the result back and posts it, heartbeating its leases
+// claims and then takes each job through peer.Daemon.Work, the lifecycle
+// every Go daemon here shares: it polls fetch until the payload is sealed,
+// opens it, "runs" it (an echo), seals the result back and posts it,
+// heartbeating its leases
 // throughout; some results are deliberately posted twice, and some grants
 // can be abandoned as a crashing daemon would. Every request goes through a
 // balancer that spreads requests over the replicas and retries a transport
