@@ -20,7 +20,6 @@ import (
 	"github.com/byollm/relayd/internal/workload"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
-	"github.com/byollm/relayd/store/valkey"
 )
 
 // Lifecycle describes one throughput run.
@@ -241,7 +240,7 @@ func prefill(ctx context.Context, l Lifecycle, fx *fleet.Fixture, urls []string,
 	var enqueue func(ctx context.Context, s protocol.JobStub) error
 	workers := 32
 	if l.Store == "valkey" {
-		st, err := valkey.New(ctx, valkey.Options{Addrs: []string{l.ValkeyAddr}, KeyPrefix: prefix})
+		st, err := openValkey(ctx, l.ValkeyAddr, prefix)
 		if err != nil {
 			return err
 		}

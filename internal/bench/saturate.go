@@ -15,7 +15,7 @@ import (
 
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
-	"github.com/byollm/relayd/store/valkey"
+	"github.com/byollm/relayd/store/backend"
 )
 
 // Saturation is the Valkey store's own throughput: many workers calling
@@ -52,7 +52,7 @@ func Saturate(ctx context.Context, addr string, workers int, d time.Duration) (S
 		return Saturation{}, errors.New("saturate: at least one worker is needed")
 	}
 	prefix := fmt.Sprintf("saturate:{%d}:", time.Now().UnixNano())
-	st, err := valkey.New(ctx, valkey.Options{Addrs: []string{addr}, KeyPrefix: prefix})
+	st, err := openValkey(ctx, addr, prefix)
 	if err != nil {
 		return Saturation{}, fmt.Errorf("saturate: %w", err)
 	}
@@ -79,7 +79,14 @@ func Saturate(ctx context.Context, addr string, workers int, d time.Duration) (S
 	if s.Ops > 0 {
 		s.ValkeyCPUPerOp = 1e6 * (after.cpuSeconds - before.cpuSeconds) / float64(s.Ops)
 	}
-	if s.TrivialPerSecond, err = trivialScripts(ctx, st.Client(), workers, d); err != nil {
+	// The baseline goes through a client of its own, configured as the
+	// store's is (no client-side cache), so the two figures compare.
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		return Saturation{}, fmt.Errorf("saturate: baseline client: %w", err)
+	}
+	defer c.Close()
+	if s.TrivialPerSecond, err = trivialScripts(ctx, c, workers, d); err != nil {
 		return Saturation{}, err
 	}
 	return s, nil
@@ -197,4 +204,11 @@ func saturateWorker(ctx context.Context, st store.RoutingStore, w int, jobs *ato
 		}
 		jobs.Add(1)
 	}
+}
+
+// openValkey opens the Valkey store at addr under prefix the way relayd
+// does, through the one place that chooses and opens a store.
+func openValkey(ctx context.Context, addr, prefix string) (store.RoutingStore, error) {
+	b, err := backend.Open(ctx, backend.Options{Kind: backend.Valkey, Valkey: backend.ValkeyOptions{Addrs: []string{addr}, Prefix: prefix}})
+	return b.Store, err
 }
