@@ -17,7 +17,6 @@ package protocol
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -446,7 +445,7 @@ func (r *reader) object(v strictjson.Value, path string, strict bool, known ...s
 	if strict {
 		for _, m := range v.Members {
 			if !slices.Contains(known, m.Key) {
-				r.fail(path, fmt.Errorf("%w: %s", ErrUnknownField, shortText(m.Key)))
+				r.fail(path, fmt.Errorf("%w: %s", ErrUnknownField, strictjson.QuoteShort(m.Key)))
 				return o
 			}
 		}
@@ -506,7 +505,7 @@ func (r *reader) oneOf(o obj, key string, allowed ...string) string {
 		return ""
 	}
 	if !slices.Contains(allowed, s) {
-		r.fail(path, fmt.Errorf("%w: %s", ErrNotAllowed, shortText(s)))
+		r.fail(path, fmt.Errorf("%w: %s", ErrNotAllowed, strictjson.QuoteShort(s)))
 		return ""
 	}
 	return s
@@ -535,9 +534,9 @@ func (r *reader) integer(o obj, key string, lo, hi int64) int64 {
 		r.fail(path, wrongType("number", v))
 		return 0
 	}
-	n, ok := safeInteger(v.Text)
+	n, ok := v.SafeInteger()
 	if !ok {
-		r.fail(path, fmt.Errorf("%w: %s", ErrNotInteger, shortText(v.Text)))
+		r.fail(path, fmt.Errorf("%w: %s", ErrNotInteger, strictjson.QuoteShort(v.Text)))
 		return 0
 	}
 	if n < lo || n > hi {
@@ -656,25 +655,6 @@ func (r *reader) ciphertext(o obj) string {
 	return s
 }
 
-// safeInteger reads a JSON number literal the way the reference does:
-// rounded to the nearest float64, as JavaScript's JSON.parse rounds, then
-// accepted only when finite, integral and within ±(2^53−1) (zod 4's int).
-// So "2.0" and "1e1" are integers and "1.5" is not. strconv.ParseFloat
-// rounds correctly, as JavaScript does, so both sides agree on every
-// literal.
-func safeInteger(literal string) (int64, bool) {
-	f, err := strconv.ParseFloat(literal, 64)
-	// The only error for a JSON literal is overflow to ±Inf, which zod
-	// refuses as not finite. Underflow rounds to 0 without an error.
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return 0, false
-	}
-	if f != math.Trunc(f) || math.Abs(f) > maxSafeInteger {
-		return 0, false
-	}
-	return int64(f), true
-}
-
 func wrongType(want string, got strictjson.Value) error {
 	return fmt.Errorf("%w: want %s, got %s", ErrWrongType, want, got.Kind)
 }
@@ -688,18 +668,4 @@ func join(path, key string) string {
 
 func index(path string, i int) string {
 	return path + "[" + strconv.Itoa(i) + "]"
-}
-
-// shortText quotes sender-chosen text for an error reason, cut short so a
-// hostile body cannot flood the logs.
-func shortText(s string) string {
-	const limit = 40
-	if len(s) <= limit {
-		return strconv.Quote(s)
-	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strconv.Quote(s[:cut]) + "..."
 }

@@ -750,15 +750,15 @@ func TestSafeInteger(t *testing.T) {
 		"9007199254740991": 9007199254740991, "-9007199254740991": -9007199254740991,
 		"9007199254740991.0": 9007199254740991, "1e-400": 0,
 		// Rounded to the nearest double before the integer test, as
-		// JSON.parse and zod see it (see safeInteger).
+		// JSON.parse and zod see it (see strictjson's SafeInteger).
 		"1.0000000000000001": 1,
 	} {
-		n, ok := safeInteger(lit)
+		n, ok := strictjson.Value{Kind: strictjson.Number, Text: lit}.SafeInteger()
 		require.True(t, ok, lit)
 		require.Equal(t, want, n, lit)
 	}
 	for _, lit := range []string{"1.5", "0.1", "9007199254740992", "-9007199254740992", "9007199254740993", "1e16", "1e400", "-1e400"} {
-		_, ok := safeInteger(lit)
+		_, ok := strictjson.Value{Kind: strictjson.Number, Text: lit}.SafeInteger()
 		require.False(t, ok, lit)
 	}
 }
