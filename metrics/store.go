@@ -79,8 +79,8 @@ func (i *instrumented) Cancel(ctx context.Context, in store.CancelInput) (bool, 
 	return timed(i, store.OpCancel, func() (bool, error) { return i.next.Cancel(ctx, in) })
 }
 
-func (i *instrumented) CancelRequests(ctx context.Context, runnerID string) ([]string, error) {
-	return timed(i, store.OpCancelRequests, func() ([]string, error) { return i.next.CancelRequests(ctx, runnerID) })
+func (i *instrumented) CancelRequests(ctx context.Context, in store.CancelRequestsInput) ([]protocol.LeaseRef, error) {
+	return timed(i, store.OpCancelRequests, func() ([]protocol.LeaseRef, error) { return i.next.CancelRequests(ctx, in) })
 }
 
 func (i *instrumented) Renew(ctx context.Context, in store.RenewInput) (store.RenewResult, error) {
@@ -105,8 +105,8 @@ func (i *instrumented) Sweep(ctx context.Context) (store.SweepResult, error) {
 	return res, err
 }
 
-func (i *instrumented) Job(ctx context.Context, id string) (store.Job, bool, error) {
-	return lookup(i, store.OpJob, func() (store.Job, bool, error) { return i.next.Job(ctx, id) })
+func (i *instrumented) Job(ctx context.Context, siteID, id string) (store.Job, bool, error) {
+	return lookup(i, store.OpJob, func() (store.Job, bool, error) { return i.next.Job(ctx, siteID, id) })
 }
 
 func (i *instrumented) Jobs(ctx context.Context, limit int) ([]store.Job, error) {

@@ -59,11 +59,14 @@ type PublicIdentity struct {
 
 // JobStub is the routing metadata of a job: everything the relay may know.
 type JobStub struct {
-	ID         string `json:"id"`
-	Kind       string `json:"kind"`
-	Owner      string `json:"owner"`
-	Site       string `json:"site"`
-	Audience   string `json:"audience"`
+	ID       string `json:"id"`
+	Kind     string `json:"kind"`
+	Owner    string `json:"owner"`
+	Site     string `json:"site"`
+	Audience string `json:"audience"`
+	// Purpose is protocol "2"'s optional need ("" is absent); protocol "0"
+	// never reads or writes it.
+	Purpose    string `json:"purpose,omitempty"`
 	SizeClass  string `json:"sizeClass"`
 	Streaming  bool   `json:"streaming"`
 	DeadlineAt int64  `json:"deadlineAt"`

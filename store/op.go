@@ -28,14 +28,27 @@ const (
 	OpPresence       Op = "presence"
 	OpRunners        Op = "runners"
 	OpPing           Op = "ping"
+
+	// Pairings.
+	OpStartPairing        Op = "startPairing"
+	OpPairingByDeviceCode Op = "pairingByDeviceCode"
+	OpPairingByUserCode   Op = "pairingByUserCode"
+	OpDropPairing         Op = "dropPairing"
 )
 
-// Ops lists every operation, in the order RoutingStore declares them.
+// Ops lists every RoutingStore operation, in the order RoutingStore
+// declares them.
 func Ops() []Op {
 	return []Op{
 		OpNow, OpEnqueue, OpClaim, OpFetch, OpResult, OpRelease, OpPayload, OpCancel, OpCancelRequests,
 		OpRenew, OpPair, OpTouch, OpSweep, OpJob, OpJobs, OpPending, OpResults, OpPresence, OpRunners, OpPing,
 	}
+}
+
+// PairingOps lists every Pairings operation, in the order Pairings declares
+// them.
+func PairingOps() []Op {
+	return []Op{OpStartPairing, OpPairingByDeviceCode, OpPairingByUserCode, OpDropPairing}
 }
 
 // String returns the operation's name.

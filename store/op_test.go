@@ -10,20 +10,22 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// TestOpsNameEveryMethod: each RoutingStore method but Close is one Op,
-// named as the method with its first letter lowered, and nothing else is.
+// TestOpsNameEveryMethod: each RoutingStore and Pairings method but Close
+// is one Op, named as the method with its first letter lowered, and nothing
+// else is.
 func TestOpsNameEveryMethod(t *testing.T) {
 	var want []string
-	rs := reflect.TypeFor[store.RoutingStore]()
-	for i := range rs.NumMethod() {
-		name := rs.Method(i).Name
-		if name == "Close" {
-			continue
+	for _, iface := range []reflect.Type{reflect.TypeFor[store.RoutingStore](), reflect.TypeFor[store.Pairings]()} {
+		for i := range iface.NumMethod() {
+			name := iface.Method(i).Name
+			if name == "Close" {
+				continue
+			}
+			want = append(want, string(unicode.ToLower(rune(name[0])))+name[1:])
 		}
-		want = append(want, string(unicode.ToLower(rune(name[0])))+name[1:])
 	}
 	var got []string
-	for _, op := range store.Ops() {
+	for _, op := range append(store.Ops(), store.PairingOps()...) {
 		got = append(got, op.String())
 	}
 	slices.Sort(want)

@@ -10,8 +10,10 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/byollm/relayd/protocol"
@@ -33,6 +35,31 @@ const (
 // States lists every job state.
 func States() []State { return []State{Queued, AwaitingPayload, Ready, Running, Done} }
 
+// Proto is the wire protocol a job was enqueued under. A claim sees only its
+// own protocol's jobs (spec protocol-2 §2.4.3): both daemons parse claim
+// answers strictly, so one stub in the other vocabulary would fail them all.
+type Proto int
+
+// The protocols.
+const (
+	Proto0 Proto = 0
+	Proto2 Proto = 2
+)
+
+// Rules of protocol "2" the store enforces (spec protocol-2 §4.4, §4.5).
+const (
+	// UnsealedPerRoute is how many proto-2 jobs of one (site, job owner)
+	// may await their payload at once.
+	UnsealedPerRoute = 2
+	// SealAttemptsBeforeEviction is the lapse of the sealing window that
+	// deletes a proto-2 job instead of requeueing it.
+	SealAttemptsBeforeEviction = 3
+)
+
+// OwnerOnly reports whether a job of this audience may go only to its
+// owner's own devices: "self" in protocol "0", "private" in "2".
+func OwnerOnly(audience string) bool { return audience == "self" || audience == "private" }
+
 // Claim records who holds a job under which grant.
 type Claim struct {
 	RunnerID       string
@@ -42,10 +69,12 @@ type Claim struct {
 	LeaseExpiresAt int64
 }
 
-// Job is a routed job as the store holds it.
+// Job is a routed job as the store holds it. It is keyed by (SiteID, ID):
+// two sites may use one id.
 type Job struct {
 	ID     string
 	SiteID string
+	Proto  Proto
 	Stub   protocol.JobStub
 	State  State
 	// ClaimedBy is set from claim until the job is requeued; a finished job
@@ -59,11 +88,23 @@ type Job struct {
 	Payload     *protocol.SealedEnvelope
 	Result      *protocol.SealedEnvelope
 	Disposition string
+
+	// Proto-2 bookkeeping of the sealing window (spec protocol-2 §4.5).
+	// SealAttempts counts consecutive lapses; only a seal clears it.
+	SealAttempts int
+	// ReofferTo is the first runner that let an unsealed grant lapse; until
+	// ReofferUntil (the lapse plus one sealing window) only it is offered
+	// the job, and not at all once it has refused it (decision D8).
+	ReofferTo    string
+	ReofferUntil int64
+	// RetryAfter holds per-runner not-before times on the store clock.
+	RetryAfter map[string]int64
 }
 
 // Clone returns a copy of j that shares nothing a caller could change.
 func (j Job) Clone() Job {
 	j.RefusedBy = slices.Clone(j.RefusedBy)
+	j.RetryAfter = maps.Clone(j.RetryAfter)
 	if j.ClaimedBy != nil {
 		c := *j.ClaimedBy
 		j.ClaimedBy = &c
@@ -85,6 +126,11 @@ type Presence struct {
 	Owner      string
 	Device     protocol.PublicIdentity
 	LastSeenAt int64
+	// Capabilities and Withheld are what a protocol-2 daemon last said it
+	// can run and what it withholds: JSON arrays the store keeps verbatim
+	// and routes on never. Nil means never said (a v0 runner).
+	Capabilities json.RawMessage
+	Withheld     json.RawMessage
 }
 
 // Route is a (site, job owner) pair a device may serve. A claim asks about
@@ -94,9 +140,11 @@ type Route struct {
 	Owner  string
 }
 
-// EnqueueInput publishes a stub for a site. The job id is Stub.ID.
+// EnqueueInput publishes a stub for a site under a protocol. The job id is
+// Stub.ID.
 type EnqueueInput struct {
 	SiteID string
+	Proto  Proto
 	Stub   protocol.JobStub
 }
 
@@ -107,8 +155,10 @@ type EnqueueResult struct {
 	Created bool
 }
 
-// ClaimInput asks for up to Max queued jobs the runner may serve.
+// ClaimInput asks for up to Max queued jobs of one protocol the runner may
+// serve.
 type ClaimInput struct {
+	Proto    Proto
 	RunnerID string
 	// Owner is the device's owner; a "self" job goes only to its owner's devices.
 	Owner  string
@@ -124,7 +174,15 @@ type ClaimInput struct {
 }
 
 // LeaseInput names a job and the grant a runner claims to hold on it.
+//
+// With SiteID set the job is (SiteID, JobID), as protocol "0" names it.
+// With SiteID empty it is resolved lease first (spec protocol-2 §4.1
+// R4.1.3): the job whose current grant is LeaseID, if its id is JobID;
+// else the first job with that id this runner holds; else none. Either way
+// only jobs of Proto are found.
 type LeaseInput struct {
+	Proto    Proto
+	SiteID   string
 	JobID    string
 	RunnerID string
 	LeaseID  string
@@ -148,11 +206,15 @@ type ResultOutcome struct {
 }
 
 // ReleaseInput gives grants back. Reason "refused" also bars the runner from
-// being offered the job again.
+// being offered the job again; RetryAfterMs > 0 bars it until that long
+// after now on the store clock. Jobs resolve as in LeaseInput.
 type ReleaseInput struct {
-	RunnerID string
-	Leases   []protocol.LeaseRef
-	Reason   string
+	Proto        Proto
+	SiteID       string
+	RunnerID     string
+	Leases       []protocol.LeaseRef
+	Reason       string
+	RetryAfterMs int64
 }
 
 // PayloadInput attaches a site's sealed payload to a claimed job.
@@ -168,8 +230,11 @@ type CancelInput struct {
 	SiteID string
 }
 
-// RenewInput extends the grants a runner still holds.
+// RenewInput extends the grants a runner still holds. Jobs resolve as in
+// LeaseInput.
 type RenewInput struct {
+	Proto    Proto
+	SiteID   string
 	RunnerID string
 	Leases   []protocol.LeaseRef
 	LeaseMs  int64
@@ -181,21 +246,35 @@ type Renewal struct {
 	ExpiresAt int64
 }
 
-// RenewResult lists, in request order, what was renewed and what was lost.
+// RenewResult lists, in request order, what was renewed and what was lost
+// (each lost grant as the caller named it).
 type RenewResult struct {
 	Renewed []Renewal
-	Lost    []string
+	Lost    []protocol.LeaseRef
 }
 
-// PairInput records a pairing.
-type PairInput struct {
+// CancelRequestsInput asks which cancelled jobs of one protocol a runner
+// holds.
+type CancelRequestsInput struct {
+	Proto    Proto
 	RunnerID string
-	Owner    string
-	Device   protocol.PublicIdentity
+}
+
+// PairInput records a pairing or, for protocol "2", any call that refreshes
+// presence (heartbeat, an approved poll, a presence rebuilt from the
+// projection). Capabilities and Withheld replace the stored ones wholesale
+// when non-nil (an empty array is an answer) and leave them when nil.
+type PairInput struct {
+	RunnerID     string
+	Owner        string
+	Device       protocol.PublicIdentity
+	Capabilities json.RawMessage
+	Withheld     json.RawMessage
 }
 
 // SweepResult lists the jobs a sweep requeued and those it dropped because
-// their deadline passed.
+// their deadline passed or (proto 2) their sealing window lapsed a third
+// time. Ids are bare: they are for reporting.
 type SweepResult struct {
 	Requeued []string
 	Expired  []string
@@ -222,18 +301,21 @@ type RoutingStore interface {
 	Now(ctx context.Context) (int64, error)
 
 	// Enqueue creates a queued job, or returns the existing job's state for a
-	// republish by the same site (the new stub is ignored). An id held by
-	// another site is refused with RefusedIDTaken.
+	// republish of (site, id), whatever its protocol (the new stub is
+	// ignored). A proto-0 enqueue of an id that a proto-0 job of another site
+	// holds is refused with RefusedIDTaken; proto 2 never refuses.
 	Enqueue(ctx context.Context, in EnqueueInput) (EnqueueResult, error)
 
-	// Claim sweeps, then grants up to Max queued jobs in first-enqueue order
-	// whose route and kind the input allows, that are not cancelled, not
-	// refused by this runner and, for "self" jobs, owned by the device's owner.
+	// Claim sweeps, then grants up to Max queued jobs of in.Proto in
+	// first-enqueue order whose route and kind the input allows, that are
+	// not cancelled, not refused by this runner and, for owner-only jobs,
+	// owned by the device's owner. Proto 2 also applies the unsealed cap
+	// per route, the sticky re-offer and per-runner not-before times.
 	Claim(ctx context.Context, in ClaimInput) ([]protocol.ClaimedStub, error)
 
 	// Fetch hands the sealed payload to the holder and marks the job
 	// running. Refusals: RefusedNotFound, RefusedNotHolder,
-	// RefusedStaleLease, RefusedFinished, RefusedNotReady.
+	// RefusedStaleLease, RefusedNotReady, RefusedFinished.
 	Fetch(ctx context.Context, in LeaseInput) (protocol.SealedEnvelope, error)
 
 	// Result records a result once. A replay under the same grant is a
@@ -256,14 +338,17 @@ type RoutingStore interface {
 	// Cancel flags a site's job as cancelled, reporting whether it exists.
 	Cancel(ctx context.Context, in CancelInput) (bool, error)
 
-	// CancelRequests lists the unfinished cancelled jobs the runner holds.
-	CancelRequests(ctx context.Context, runnerID string) ([]string, error)
+	// CancelRequests lists the grants of cancelled jobs of in.Proto the
+	// runner holds, in first-enqueue order: proto 0 leaves finished jobs out
+	// (design G11); proto 2 lists them too (spec protocol-2 ST14).
+	CancelRequests(ctx context.Context, in CancelRequestsInput) ([]protocol.LeaseRef, error)
 
 	// Renew extends each named grant the runner still holds.
 	Renew(ctx context.Context, in RenewInput) (RenewResult, error)
 
 	// Pair records a pairing: it creates the runner's presence or refreshes
-	// its owner and keys, stamping LastSeenAt.
+	// its owner and keys (and, when given, capabilities and withheld),
+	// stamping LastSeenAt.
 	Pair(ctx context.Context, in PairInput) (Presence, error)
 
 	// Touch stamps LastSeenAt of an existing presence; it reports false when
@@ -273,8 +358,8 @@ type RoutingStore interface {
 	// Sweep applies every passed deadline, in bounded work per call.
 	Sweep(ctx context.Context) (SweepResult, error)
 
-	// Job returns one job.
-	Job(ctx context.Context, id string) (Job, bool, error)
+	// Job returns one job by its key.
+	Job(ctx context.Context, siteID, id string) (Job, bool, error)
 	// Jobs returns up to limit jobs in first-enqueue order (all when limit <= 0).
 	Jobs(ctx context.Context, limit int) ([]Job, error)
 	// Pending returns the site's jobs awaiting a payload, in first-enqueue order.
@@ -308,13 +393,15 @@ const (
 	RefusedIDTaken    RefusalCode = "id-taken"
 	// RefusedOtherDevice: an envelope names a device other than the holder.
 	RefusedOtherDevice RefusalCode = "other-device"
+	// RefusedAtCapacity: too many pairings are pending.
+	RefusedAtCapacity RefusalCode = "at-capacity"
 )
 
 // RefusalCodes lists every refusal code.
 func RefusalCodes() []RefusalCode {
 	return []RefusalCode{
 		RefusedNotFound, RefusedNotHolder, RefusedStaleLease, RefusedNotReady, RefusedTooLate, RefusedFinished, RefusedIDTaken,
-		RefusedOtherDevice,
+		RefusedOtherDevice, RefusedAtCapacity,
 	}
 }
 

@@ -219,7 +219,7 @@ func TestSIGTERM_ReplicaDrainsUnderLoadAndNothingIsLost(t *testing.T) {
 
 	rep := requireClean(t, run)
 	t.Logf("tries per replica: %v", rep.Tries)
-	job, ok, err := r.store().Job(r.ctx, "drain-probe")
+	job, ok, err := r.store().Job(r.ctx, r.fx.SiteID, "drain-probe")
 	require.NoError(t, err)
 	require.True(t, ok, "the request completed during the drain was stored")
 	require.Equal(t, store.Queued, job.State)

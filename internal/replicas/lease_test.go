@@ -98,7 +98,7 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, hb.Lost, "a heartbeating holder keeps its lease")
 	}
-	job, ok, err := st.Job(r.ctx, stub.ID)
+	job, ok, err := st.Job(r.ctx, r.fx.SiteID, stub.ID)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, store.Running, job.State)
@@ -108,7 +108,7 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 	// relay, so only a replica's background sweeper can requeue the job.
 	var requeuedAt time.Time
 	eventually(t, 10*time.Second, "the silent daemon's job goes back to the queue", func() bool {
-		job, _, err := st.Job(r.ctx, stub.ID)
+		job, _, err := st.Job(r.ctx, r.fx.SiteID, stub.ID)
 		require.NoError(t, err)
 		if job.State == store.Queued {
 			requeuedAt = time.Now()

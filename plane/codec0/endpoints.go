@@ -117,7 +117,7 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.Heartbe
 		return protocol.HeartbeatResponse{Revoked: true, Cancel: []string{}, Lost: lost, ServerTime: serverTime}, nil
 	}
 	runner := who.device.RunnerID
-	cancel, err := c.env.Store.CancelRequests(ctx, runner)
+	cancel, err := c.env.Store.CancelRequests(ctx, store.CancelRequestsInput{Proto: store.Proto0, RunnerID: runner})
 	if err != nil {
 		return protocol.HeartbeatResponse{}, storeError(store.OpCancelRequests, err)
 	}
@@ -125,7 +125,7 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.Heartbe
 	if err != nil {
 		return protocol.HeartbeatResponse{}, storeError(store.OpRenew, err)
 	}
-	return protocol.HeartbeatResponse{Revoked: false, Cancel: nonNil(cancel), Lost: nonNil(renewed.Lost), ServerTime: serverTime}, nil
+	return protocol.HeartbeatResponse{Revoked: false, Cancel: jobIDs(cancel), Lost: jobIDs(renewed.Lost), ServerTime: serverTime}, nil
 }
 
 func (c *Codec) release(ctx context.Context, who *caller, req protocol.ReleaseRequest) (protocol.ReleaseResponse, error) {
@@ -134,4 +134,13 @@ func (c *Codec) release(ctx context.Context, who *caller, req protocol.ReleaseRe
 		return protocol.ReleaseResponse{}, storeError(store.OpRelease, err)
 	}
 	return protocol.ReleaseResponse{Released: nonNil(released)}, nil
+}
+
+// jobIDs is protocol "0"'s view of grants: bare job ids, never null.
+func jobIDs(grants []protocol.LeaseRef) []string {
+	ids := make([]string, 0, len(grants))
+	for _, g := range grants {
+		ids = append(ids, g.JobID)
+	}
+	return ids
 }

@@ -155,6 +155,11 @@ func bySeq(a, b *record) int {
 	return 0
 }
 
+func inOrder(recs []*record) []*record {
+	slices.SortFunc(recs, bySeq)
+	return recs
+}
+
 func idsInOrder(recs []*record) []string {
 	slices.SortFunc(recs, bySeq)
 	ids := make([]string, 0, len(recs))

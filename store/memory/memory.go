@@ -321,7 +321,8 @@ func (s *Store) Cancel(_ context.Context, in store.CancelInput) (bool, error) {
 }
 
 // CancelRequests implements store.RoutingStore.
-func (s *Store) CancelRequests(_ context.Context, runnerID string) ([]string, error) {
+func (s *Store) CancelRequests(_ context.Context, in store.CancelRequestsInput) ([]protocol.LeaseRef, error) {
+	runnerID := in.RunnerID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -338,7 +339,11 @@ func (s *Store) CancelRequests(_ context.Context, runnerID string) ([]string, er
 			live = append(live, r)
 		}
 	}
-	return idsInOrder(live), nil
+	out := []protocol.LeaseRef{}
+	for _, r := range inOrder(live) {
+		out = append(out, protocol.LeaseRef{JobID: r.job.ID, LeaseID: r.job.ClaimedBy.LeaseID})
+	}
+	return out, nil
 }
 
 // Renew implements store.RoutingStore.
@@ -346,11 +351,11 @@ func (s *Store) Renew(_ context.Context, in store.RenewInput) (store.RenewResult
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	res := store.RenewResult{Renewed: []store.Renewal{}, Lost: []string{}}
+	res := store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}
 	for _, l := range in.Leases {
 		r, err := s.held(store.LeaseInput{JobID: l.JobID, RunnerID: in.RunnerID, LeaseID: l.LeaseID}, now)
 		if err != nil {
-			res.Lost = append(res.Lost, l.JobID)
+			res.Lost = append(res.Lost, l)
 			continue
 		}
 		r.job.ClaimedBy.LeaseExpiresAt = now + in.LeaseMs
@@ -426,11 +431,11 @@ func (s *Store) sweep(now int64) store.SweepResult {
 }
 
 // Job implements store.RoutingStore.
-func (s *Store) Job(_ context.Context, id string) (store.Job, bool, error) {
+func (s *Store) Job(_ context.Context, siteID, id string) (store.Job, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.jobs[id]
-	if r == nil {
+	if r == nil || r.job.SiteID != siteID {
 		return store.Job{}, false, nil
 	}
 	return copyJob(&r.job), true, nil

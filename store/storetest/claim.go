@@ -97,7 +97,10 @@ func claimOffersNothingDeviceThatAdvertises(t *testing.T, b *bundle) {
 func claimNeverOffersJobAnotherSite(t *testing.T, b *bundle) {
 	b.enqueueOn(t, OtherSite, b.stub(t, "foreign"))
 	require.Empty(t, b.claimFor(t, alice, 64))
-	b.requireState(t, "foreign", store.Queued)
+	j, ok, err := b.s.Job(b.ctx, OtherSite, "foreign")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, store.Queued, j.State)
 }
 
 func claimDoesNotOfferMembersSelf(t *testing.T, b *bundle) {

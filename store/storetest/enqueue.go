@@ -78,7 +78,7 @@ func enqueueListsEveryJobFirstEnqueueOrder(t *testing.T, b *bundle) {
 	two, err := b.s.Jobs(b.ctx, 2)
 	require.NoError(t, err)
 	require.Equal(t, []string{"c", "a"}, jobIDs(two))
-	_, ok, err := b.s.Job(b.ctx, "missing")
+	_, ok, err := b.s.Job(b.ctx, Site, "missing")
 	require.NoError(t, err)
 	require.False(t, ok)
 }

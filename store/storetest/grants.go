@@ -277,10 +277,12 @@ func renewReportsLeaseRunnerNoLonger(t *testing.T, b *bundle) {
 	}})
 	require.NoError(t, err)
 	require.Empty(t, res.Renewed)
-	require.Equal(t, []string{"a", "nope"}, res.Lost)
+	require.Equal(t, []protocol.LeaseRef{
+		{JobID: "a", LeaseID: "00000000-0000-4000-8000-000000000000"}, {JobID: "nope", LeaseID: c.Lease.ID},
+	}, res.Lost, "each lost grant as the caller named it")
 	res, err = b.s.Renew(b.ctx, store.RenewInput{RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 	require.NoError(t, err)
-	require.Equal(t, []string{"a"}, res.Lost)
+	require.Equal(t, []string{"a"}, lostJobs(res))
 	j := b.job(t, "a")
 	require.Equal(t, c.Lease.ID, j.ClaimedBy.LeaseID)
 	require.Equal(t, c.Lease.ExpiresAt, j.ClaimedBy.LeaseExpiresAt)
@@ -295,7 +297,7 @@ func renewTellsDeviceMidFlightThatJob(t *testing.T, b *bundle) {
 	require.NoError(t, err)
 	res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 	require.NoError(t, err)
-	require.Equal(t, []string{"a"}, res.Lost)
+	require.Equal(t, []string{"a"}, lostJobs(res))
 }
 
 func renewReportsLapsedLeaseAsLost(t *testing.T, b *bundle) {
@@ -305,7 +307,7 @@ func renewReportsLapsedLeaseAsLost(t *testing.T, b *bundle) {
 	b.advance(t, leaseMs*time.Millisecond)
 	res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 	require.NoError(t, err)
-	require.Equal(t, []string{"a"}, res.Lost)
+	require.Equal(t, []string{"a"}, lostJobs(res))
 	b.requireState(t, "a", store.Queued)
 }
 

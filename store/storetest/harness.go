@@ -39,3 +39,25 @@ type Harness struct {
 // NewHarness builds a fresh harness for one test case, isolated from every
 // other case (they run in parallel). It registers any cleanup with t.
 type NewHarness func(t *testing.T) Harness
+
+// cancelRequests is a proto-0 CancelRequests as bare job ids.
+func (b *bundle) cancelRequests(runner string) ([]string, error) {
+	grants, err := b.s.CancelRequests(b.ctx, store.CancelRequestsInput{Proto: store.Proto0, RunnerID: runner})
+	if err != nil {
+		return nil, err
+	}
+	ids := []string{}
+	for _, g := range grants {
+		ids = append(ids, g.JobID)
+	}
+	return ids, nil
+}
+
+// lostJobs is the job ids of a renewal's lost grants.
+func lostJobs(res store.RenewResult) []string {
+	ids := []string{}
+	for _, g := range res.Lost {
+		ids = append(ids, g.JobID)
+	}
+	return ids
+}

@@ -150,10 +150,10 @@ func cancelRequestsNamesCancelledJobDeviceHolding(t *testing.T, b *bundle) {
 	cs := b.claimFor(t, alice, 2)
 	_, err := b.s.Cancel(b.ctx, store.CancelInput{JobID: cs[1].ID, SiteID: Site})
 	require.NoError(t, err)
-	got, err := b.s.CancelRequests(b.ctx, alice.runner)
+	got, err := b.cancelRequests(alice.runner)
 	require.NoError(t, err)
 	require.Equal(t, []string{"b"}, got)
-	got, err = b.s.CancelRequests(b.ctx, bob.runner)
+	got, err = b.cancelRequests(bob.runner)
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
@@ -165,7 +165,7 @@ func cancelRequestsListsCancelledJobsFirstEnqueueOrder(t *testing.T, b *bundle) 
 		_, err := b.s.Cancel(b.ctx, store.CancelInput{JobID: id, SiteID: Site})
 		require.NoError(t, err)
 	}
-	got, err := b.s.CancelRequests(b.ctx, alice.runner)
+	got, err := b.cancelRequests(alice.runner)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a", "c"}, got)
 }
@@ -176,7 +176,7 @@ func cancelRequestsNeverListsFinishedJob(t *testing.T, b *bundle) {
 	_, err := b.s.Cancel(b.ctx, store.CancelInput{JobID: "a", SiteID: Site})
 	require.NoError(t, err)
 	b.runToDone(t, c)
-	got, err := b.s.CancelRequests(b.ctx, alice.runner)
+	got, err := b.cancelRequests(alice.runner)
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
@@ -189,7 +189,7 @@ func cancelRequestsDropsCancelledJobSweepTook(t *testing.T, b *bundle) {
 	b.advance(t, protocol.AwaitingPayloadMs*time.Millisecond)
 	_, err = b.s.Sweep(b.ctx)
 	require.NoError(t, err)
-	got, err := b.s.CancelRequests(b.ctx, alice.runner)
+	got, err := b.cancelRequests(alice.runner)
 	require.NoError(t, err)
 	require.Empty(t, got)
 	require.Empty(t, b.claimFor(t, alice2, 64), "and it is offered to nobody")
@@ -229,7 +229,7 @@ func resultsListsSitesDoneJobsEvery(t *testing.T, b *bundle) {
 		require.Equal(t, envelope(protocol.DirectionResult, "a-ok"), *got[0].Result)
 		require.Nil(t, got[0].Payload, "a listing sites poll leaves out the payload they sealed")
 	}
-	job, _, err := b.s.Job(b.ctx, "a")
+	job, _, err := b.s.Job(b.ctx, Site, "a")
 	require.NoError(t, err)
 	require.NotNil(t, job.Payload, "the job itself keeps its payload")
 	other, err := b.s.Results(b.ctx, OtherSite)

@@ -211,14 +211,14 @@ func jobIDs(jobs []store.Job) []string {
 }
 
 func (b *bundle) job(t *testing.T, id string) store.Job {
-	j, ok, err := b.s.Job(b.ctx, id)
+	j, ok, err := b.s.Job(b.ctx, Site, id)
 	require.NoError(t, err)
 	require.True(t, ok, "job %s exists", id)
 	return j
 }
 
 func (b *bundle) requireGone(t *testing.T, id string) {
-	_, ok, err := b.s.Job(b.ctx, id)
+	_, ok, err := b.s.Job(b.ctx, Site, id)
 	require.NoError(t, err)
 	require.False(t, ok, "job %s is gone", id)
 }

@@ -249,7 +249,7 @@ func BenchmarkOperations(b *testing.B) {
 	})
 	b.Run("CancelRequests", func(b *testing.B) {
 		for range b.N {
-			if _, err := s.CancelRequests(ctx, "r1"); err != nil {
+			if _, err := s.CancelRequests(ctx, store.CancelRequestsInput{RunnerID: "r1"}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -277,7 +277,7 @@ func BenchmarkOperations(b *testing.B) {
 	})
 	b.Run("Job", func(b *testing.B) {
 		for range b.N {
-			if _, _, err := s.Job(ctx, "r2-0"); err != nil {
+			if _, _, err := s.Job(ctx, testSite, "r2-0"); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -99,11 +99,12 @@ func schemaLua() (string, error) {
 	writeLuaList(&b, "FIELDS", jobFieldNames[:])
 	writeLuaList(&b, "PRESENCE_FIELDS", presenceFieldNames[:])
 	b.WriteString("local DEVICE_KEY_ID = " + luaString(jsonName(reflect.TypeFor[grantedDevice](), "KeyID")) + "\n")
-	strs, bools, ints, err := stubFields()
+	strs, optional, bools, ints, err := stubFields()
 	if err != nil {
 		return "", err
 	}
 	writeLuaList(&b, "STUB_STRINGS", strs)
+	writeLuaList(&b, "STUB_OPTIONAL_STRINGS", optional)
 	writeLuaList(&b, "STUB_BOOLS", bools)
 	writeLuaList(&b, "STUB_INTS", ints)
 	return b.String(), nil
@@ -117,15 +118,19 @@ func jsonName(t reflect.Type, field string) string {
 }
 
 // stubFields sorts protocol.JobStub's JSON fields by the Lua type a valid
-// stored stub holds in each, so that a claim hands out only stubs Go
-// decodes as they were written.
-func stubFields() (strs, bools, ints []string, err error) {
+// stored stub holds in each (an omitempty string may be absent), so that a
+// claim hands out only stubs Go decodes as they were written.
+func stubFields() (strs, optional, bools, ints []string, err error) {
 	t := reflect.TypeFor[protocol.JobStub]()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name := jsonName(t, f.Name)
 		switch f.Type.Kind() {
 		case reflect.String:
+			if strings.Contains(f.Tag.Get("json"), ",omitempty") {
+				optional = append(optional, name)
+				continue
+			}
 			strs = append(strs, name)
 		case reflect.Bool:
 			bools = append(bools, name)
@@ -133,10 +138,10 @@ func stubFields() (strs, bools, ints []string, err error) {
 			ints = append(ints, name)
 		default:
 			// A field of another kind needs its own check in valid_stub.
-			return nil, nil, nil, fmt.Errorf("JobStub.%s is a %s, which valid_stub cannot check", f.Name, f.Type)
+			return nil, nil, nil, nil, fmt.Errorf("JobStub.%s is a %s, which valid_stub cannot check", f.Name, f.Type)
 		}
 	}
-	return strs, bools, ints, nil
+	return strs, optional, bools, ints, nil
 }
 
 func writeLuaList(b *strings.Builder, name string, items []string) {

@@ -21,11 +21,11 @@ func TestSchemaWords(t *testing.T) {
 	for _, c := range store.RefusalCodes() {
 		words = append(words, string(c))
 	}
-	strs, bools, ints, err := stubFields()
+	strs, optional, bools, ints, err := stubFields()
 	if err != nil {
 		t.Fatal(err)
 	}
-	words = append(append(append(words, strs...), bools...), ints...)
+	words = append(append(append(append(words, strs...), optional...), bools...), ints...)
 	words = append(words, jsonName(reflect.TypeFor[grantedDevice](), "KeyID"))
 	for _, w := range words {
 		if !plain.MatchString(w) {

@@ -321,8 +321,19 @@ func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) 
 }
 
 // CancelRequests implements store.RoutingStore.
-func (s *Store) CancelRequests(ctx context.Context, runnerID string) ([]string, error) {
-	return s.execWrite(ctx, s.newCall(store.OpCancelRequests, runnerID))
+func (s *Store) CancelRequests(ctx context.Context, in store.CancelRequestsInput) ([]protocol.LeaseRef, error) {
+	parts, err := s.execWrite(ctx, s.newCall(store.OpCancelRequests, in.RunnerID))
+	if err != nil {
+		return nil, err
+	}
+	if len(parts)%2 != 0 {
+		return nil, fmt.Errorf("valkey store: cancelRequests: malformed answer")
+	}
+	out := []protocol.LeaseRef{}
+	for i := 0; i < len(parts); i += 2 {
+		out = append(out, protocol.LeaseRef{JobID: parts[i], LeaseID: parts[i+1]})
+	}
+	return out, nil
 }
 
 // Renew implements store.RoutingStore.
@@ -339,13 +350,13 @@ func (s *Store) Renew(ctx context.Context, in store.RenewInput) (store.RenewResu
 		return store.RenewResult{}, err
 	}
 	f, err := unframe(parts[0])
-	if err != nil || len(f)%3 != 0 {
+	if err != nil || len(f) != 3*len(in.Leases) {
 		return store.RenewResult{}, fmt.Errorf("valkey store: renew: malformed answer")
 	}
-	res := store.RenewResult{Renewed: []store.Renewal{}, Lost: []string{}}
+	res := store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}
 	for i := 0; i < len(f); i += 3 {
 		if f[i+1] != "renewed" {
-			res.Lost = append(res.Lost, f[i])
+			res.Lost = append(res.Lost, in.Leases[i/3])
 			continue
 		}
 		at, err := strconv.ParseInt(f[i+2], 10, 64)
@@ -466,7 +477,7 @@ func jobsFrom(op store.Op, ms []valkey.ValkeyMessage, skipUnreadable bool, l *li
 }
 
 // Job implements store.RoutingStore.
-func (s *Store) Job(ctx context.Context, id string) (store.Job, bool, error) {
+func (s *Store) Job(ctx context.Context, siteID, id string) (store.Job, bool, error) {
 	msg, err := s.exec(ctx, s.newCall(store.OpJob, id))
 	if err != nil {
 		return store.Job{}, false, err
@@ -476,7 +487,7 @@ func (s *Store) Job(ctx context.Context, id string) (store.Job, bool, error) {
 		return store.Job{}, false, fmt.Errorf("valkey store: job: %w", err)
 	}
 	jobs, err := jobsFrom(store.OpJob, ms, false, nil)
-	if err != nil || len(jobs) == 0 {
+	if err != nil || len(jobs) == 0 || jobs[0].SiteID != siteID {
 		return store.Job{}, false, err
 	}
 	return jobs[0], true, nil

@@ -217,7 +217,7 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		require.NoError(t, err)
 		advance(t, s, 11*time.Second)
 		rerun(t, s, store.OpCancelRequests, func() {
-			ids, err := s.CancelRequests(ctx, "r1")
+			ids, err := s.CancelRequests(ctx, store.CancelRequestsInput{RunnerID: "r1"})
 			require.NoError(t, err)
 			require.Empty(t, ids)
 		})
@@ -279,7 +279,7 @@ func TestSurvivesScriptFlush(t *testing.T) {
 	got := mustClaim(t, s, "r1", 1)
 	require.Len(t, got, 1)
 	require.NoError(t, client.Do(ctx, client.B().ScriptFlush().Build()).Error())
-	j, ok, err := s.Job(ctx, "a")
+	j, ok, err := s.Job(ctx, testSite, "a")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, store.AwaitingPayload, j.State)
@@ -315,7 +315,7 @@ func TestOneClock(t *testing.T) {
 	require.Len(t, got, 1)
 	require.GreaterOrEqual(t, got[0].Lease.ExpiresAt, before+leaseMs)
 	require.LessOrEqual(t, got[0].Lease.ExpiresAt, after+leaseMs)
-	j, _, err := a.Job(ctx, "x")
+	j, _, err := a.Job(ctx, testSite, "x")
 	require.NoError(t, err)
 	require.Equal(t, got[0].Lease.ExpiresAt, j.ClaimedBy.LeaseExpiresAt, "both relays read the same stamp")
 	require.GreaterOrEqual(t, j.AwaitingUntil, before+protocol.AwaitingPayloadMs)
@@ -392,7 +392,7 @@ func TestStoppedServer(t *testing.T) {
 			return err
 		},
 		"claim": func(ctx context.Context) error { _, err := s.Claim(ctx, claimInput("r1", 1)); return err },
-		"job":   func(ctx context.Context) error { _, _, err := s.Job(ctx, "a"); return err },
+		"job":   func(ctx context.Context) error { _, _, err := s.Job(ctx, testSite, "a"); return err },
 		"sweep": func(ctx context.Context) error { _, err := s.Sweep(ctx); return err },
 	}
 	for _, name := range slices.Sorted(maps.Keys(calls)) {
@@ -447,11 +447,11 @@ func TestUnreadableRecordsAreNeverHandedOut(t *testing.T) {
 	queued, err := client.Do(ctx, client.B().Zcard().Key(s.prefix+"queue").Build()).AsInt64()
 	require.NoError(t, err)
 	require.EqualValues(t, 4, queued, "the four unreadable jobs stay queued")
-	j, ok, err := s.Job(ctx, "legacy")
+	j, ok, err := s.Job(ctx, testSite, "legacy")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, store.Queued, j.State)
-	_, _, err = s.Job(ctx, "future")
+	_, _, err = s.Job(ctx, testSite, "future")
 	require.ErrorIs(t, err, errUnreadable)
 	require.Empty(t, store.RefusalOf(err))
 	all, err := s.Jobs(ctx, 0)

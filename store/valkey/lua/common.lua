@@ -396,8 +396,8 @@ local function sweep(now, batch)
 end
 
 -- valid_stub says whether a stored stub would decode as the JobStub it was
--- written as (its fields by type: STUB_STRINGS, STUB_BOOLS, STUB_INTS);
--- a claim hands out nothing else.
+-- written as (its fields by type: STUB_STRINGS, STUB_OPTIONAL_STRINGS,
+-- STUB_BOOLS, STUB_INTS); a claim hands out nothing else.
 local function valid_stub(raw, id)
   local ok, v = pcall(cjson.decode, raw)
   if not ok or type(v) ~= 'table' then
@@ -405,6 +405,11 @@ local function valid_stub(raw, id)
   end
   for _, f in ipairs(STUB_STRINGS) do
     if type(v[f]) ~= 'string' then
+      return false
+    end
+  end
+  for _, f in ipairs(STUB_OPTIONAL_STRINGS) do
+    if v[f] ~= nil and type(v[f]) ~= 'string' then
       return false
     end
   end
