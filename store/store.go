@@ -278,6 +278,9 @@ type PairInput struct {
 type SweepResult struct {
 	Requeued []string
 	Expired  []string
+	// Lapsed lists the proto-2 jobs, requeued or evicted, whose sealing
+	// window lapsed in this sweep (decision D6 counts and logs them).
+	Lapsed []string
 }
 
 // RoutingStore is the relay's routing state. Every method is atomic with
