@@ -56,7 +56,7 @@ func (c *Codec) claim(ctx context.Context, who *caller, req protocol.ClaimReques
 		}
 	}
 	jobs, err := c.env.Store.Claim(ctx, store.ClaimInput{
-		RunnerID: who.device.RunnerID, Owner: who.device.Owner, Device: who.device.Device,
+		Proto: store.Proto0, RunnerID: who.device.RunnerID, Owner: who.device.Owner, Device: who.device.Device,
 		Routes: c.routes(who), Kinds: kinds, Max: req.Max, LeaseMs: c.env.LeaseMs, Touch: true,
 	})
 	if err != nil {
@@ -83,7 +83,7 @@ func (c *Codec) routes(who *caller) []store.Route {
 }
 
 func (c *Codec) fetch(ctx context.Context, who *caller, req protocol.FetchRequest) (protocol.FetchResponse, error) {
-	env, err := c.env.Store.Fetch(ctx, store.LeaseInput{JobID: req.JobID, RunnerID: who.device.RunnerID, LeaseID: req.LeaseID, Touch: true})
+	env, err := c.env.Store.Fetch(ctx, store.LeaseInput{Proto: store.Proto0, SiteID: c.env.SiteID, JobID: req.JobID, RunnerID: who.device.RunnerID, LeaseID: req.LeaseID, Touch: true})
 	if err != nil {
 		return protocol.FetchResponse{}, storeError(store.OpFetch, err)
 	}
@@ -92,7 +92,7 @@ func (c *Codec) fetch(ctx context.Context, who *caller, req protocol.FetchReques
 
 func (c *Codec) result(ctx context.Context, who *caller, req protocol.ResultRequest) (protocol.ResultResponse, error) {
 	res, err := c.env.Store.Result(ctx, store.ResultInput{
-		LeaseInput:  store.LeaseInput{JobID: req.JobID, RunnerID: who.device.RunnerID, LeaseID: req.LeaseID, Touch: true},
+		LeaseInput:  store.LeaseInput{Proto: store.Proto0, SiteID: c.env.SiteID, JobID: req.JobID, RunnerID: who.device.RunnerID, LeaseID: req.LeaseID, Touch: true},
 		Envelope:    req.Envelope,
 		Disposition: req.Disposition,
 	})
@@ -121,7 +121,7 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.Heartbe
 	if err != nil {
 		return protocol.HeartbeatResponse{}, storeError(store.OpCancelRequests, err)
 	}
-	renewed, err := c.env.Store.Renew(ctx, store.RenewInput{RunnerID: runner, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs})
+	renewed, err := c.env.Store.Renew(ctx, store.RenewInput{Proto: store.Proto0, SiteID: c.env.SiteID, RunnerID: runner, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs})
 	if err != nil {
 		return protocol.HeartbeatResponse{}, storeError(store.OpRenew, err)
 	}
@@ -129,7 +129,7 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.Heartbe
 }
 
 func (c *Codec) release(ctx context.Context, who *caller, req protocol.ReleaseRequest) (protocol.ReleaseResponse, error) {
-	released, err := c.env.Store.Release(ctx, store.ReleaseInput{RunnerID: who.device.RunnerID, Leases: req.Leases, Reason: req.Reason})
+	released, err := c.env.Store.Release(ctx, store.ReleaseInput{Proto: store.Proto0, SiteID: c.env.SiteID, RunnerID: who.device.RunnerID, Leases: req.Leases, Reason: req.Reason})
 	if err != nil {
 		return protocol.ReleaseResponse{}, storeError(store.OpRelease, err)
 	}

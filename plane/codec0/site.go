@@ -81,7 +81,7 @@ func (c *Codec) enqueue(ctx context.Context, site projection.SiteRecord, req pro
 	if keyID, ok := protocol.KeyIDOf(site.Site.Identity); !ok || req.Stub.Site != keyID {
 		return protocol.EnqueueResponse{}, protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgStubWrongSite)
 	}
-	res, err := c.env.Store.Enqueue(ctx, store.EnqueueInput{SiteID: site.SiteID, Stub: req.Stub})
+	res, err := c.env.Store.Enqueue(ctx, store.EnqueueInput{Proto: store.Proto0, SiteID: site.SiteID, Stub: req.Stub})
 	if err != nil {
 		return protocol.EnqueueResponse{}, storeError(store.OpEnqueue, err)
 	}
