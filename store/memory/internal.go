@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"slices"
 
+	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
 
@@ -12,13 +13,19 @@ type outcome int
 
 const (
 	untouched outcome = iota
-	requeue
-	gone
+	requeued          // a lease or a proto-0 sealing window lapsed
+	lapsed2           // a proto-2 sealing window lapsed, and the job is queued again
+	gone              // its deadline passed
+	evicted           // a proto-2 sealing window lapsed the last time it may
 )
+
+// dropped reports whether the job no longer exists.
+func (o outcome) dropped() bool { return o == gone || o == evicted }
 
 // apply enforces r's passed deadlines at now: past its deadline the job is
 // deleted; past its sealing window, or past its lease while ready or running,
-// it goes back to the queue.
+// it goes back to the queue (a proto-2 job with the bookkeeping of §4.5);
+// past the end of a re-offer it becomes claimable by every runner.
 func (s *Store) apply(r *record, now int64) outcome {
 	if r.gone {
 		return gone
@@ -29,28 +36,84 @@ func (s *Store) apply(r *record, now int64) outcome {
 		s.remove(r)
 		return gone
 	case j.State == store.AwaitingPayload && j.AwaitingUntil <= now:
-		s.requeue(r)
-		return requeue
+		if j.Proto == store.Proto2 {
+			return s.lapse(r, now)
+		}
+		s.requeue(r, now)
+		return requeued
 	case (j.State == store.Ready || j.State == store.Running) && j.ClaimedBy != nil && j.ClaimedBy.LeaseExpiresAt <= now:
-		s.requeue(r)
-		return requeue
+		s.requeue(r, now)
+		return requeued
+	case r.queued != nil && r.queued.reofferTo != "" && !reofferOpen(j, now):
+		s.dequeue(r)
+		s.enqueueRecord(r, now)
 	}
 	return untouched
 }
 
-// live returns the job with id after applying its deadlines, or nil.
-func (s *Store) live(id string, now int64) *record {
-	r := s.jobs[id]
-	if r == nil || s.apply(r, now) == gone {
+// lapse applies a proto-2 job's lapsed sealing window (spec protocol-2
+// §4.5): the first runner to let one lapse is the one the job is re-offered
+// to, for one sealing window after each lapse of its own grant (D8), and
+// the third consecutive lapse evicts the job.
+func (s *Store) lapse(r *record, now int64) outcome {
+	j := &r.job
+	if j.ReofferTo == "" {
+		j.ReofferTo = j.ClaimedBy.RunnerID
+	}
+	if j.ReofferTo == j.ClaimedBy.RunnerID {
+		j.ReofferUntil = j.AwaitingUntil + protocol.AwaitingPayloadMs
+	}
+	j.SealAttempts++
+	if j.SealAttempts >= store.SealAttemptsBeforeEviction {
+		s.remove(r)
+		return evicted
+	}
+	s.requeue(r, now)
+	return lapsed2
+}
+
+// live returns the job under key after applying its deadlines, or nil.
+func (s *Store) live(key jobKey, now int64) *record {
+	r := s.jobs[key]
+	if r == nil || s.apply(r, now).dropped() {
 		return nil
 	}
 	return r
 }
 
+// resolve finds the job a holder-scoped call names, its deadlines applied,
+// among the jobs of in.Proto: by (site, id) when the call names a site, else
+// lease first (spec protocol-2 R4.1.3): the job the lease is the current
+// grant of, if its id is the one named, else the first job with that id the
+// runner holds.
+func (s *Store) resolve(in store.LeaseInput, now int64) *record {
+	if in.SiteID != "" {
+		r := s.live(jobKey{site: in.SiteID, id: in.JobID}, now)
+		if r == nil || r.job.Proto != in.Proto {
+			return nil
+		}
+		return r
+	}
+	if r := s.byLease[in.LeaseID]; r != nil && r.job.ID == in.JobID && r.job.Proto == in.Proto &&
+		!s.apply(r, now).dropped() && s.byLease[in.LeaseID] == r {
+		return r
+	}
+	// apply may delete jobs from the list being walked.
+	for _, r := range slices.Clone(s.byID[in.JobID]) {
+		if r.job.Proto != in.Proto || s.apply(r, now).dropped() {
+			continue
+		}
+		if c := r.job.ClaimedBy; c != nil && c.RunnerID == in.RunnerID {
+			return r
+		}
+	}
+	return nil
+}
+
 // held returns the job a runner holds under the named grant, or the refusal
 // that says why not, checked in the reference's order.
 func (s *Store) held(in store.LeaseInput, now int64) (*record, error) {
-	r := s.live(in.JobID, now)
+	r := s.resolve(in, now)
 	switch {
 	case r == nil:
 		return nil, store.Refuse(store.RefusedNotFound)
@@ -63,35 +126,47 @@ func (s *Store) held(in store.LeaseInput, now int64) (*record, error) {
 }
 
 // requeue returns a job to its queue at its original place, dropping the
-// grant and payload but keeping its result, refusals and cancellation.
-func (s *Store) requeue(r *record) {
+// grant and payload but keeping its result, refusals, cancellation and
+// proto-2 bookkeeping.
+func (s *Store) requeue(r *record, now int64) {
 	j := &r.job
+	if j.ClaimedBy != nil && s.byLease[j.ClaimedBy.LeaseID] == r {
+		delete(s.byLease, j.ClaimedBy.LeaseID)
+	}
 	j.State = store.Queued
 	j.ClaimedBy = nil
 	j.AwaitingUntil = 0
 	j.Payload = nil
 	s.relist(r)
-	s.enqueueRecord(r)
+	s.enqueueRecord(r, now)
 }
 
-// enqueueRecord puts a queued job into its queue in sequence order, unless
-// it is cancelled: a cancelled job is never offered again.
-func (s *Store) enqueueRecord(r *record) {
-	if r.job.Cancelled {
+// enqueueRecord puts a queued job into the queue it belongs in at now, in
+// sequence order, unless it is cancelled: a cancelled job is never offered
+// again.
+func (s *Store) enqueueRecord(r *record, now int64) {
+	if r.job.Cancelled || r.queued != nil {
 		return
 	}
-	k := keyOf(&r.job)
+	k := keyOf(&r.job, now)
 	q := s.queues[k]
 	i, found := slices.BinarySearchFunc(q, r, bySeq)
-	if found {
-		return
+	if !found {
+		s.queues[k] = slices.Insert(q, i, r)
 	}
-	s.queues[k] = slices.Insert(q, i, r)
+	r.queued = &k
+	if k.reofferTo != "" {
+		s.reoffers.push(entry{at: r.job.ReofferUntil, rec: r})
+	}
 }
 
-// dequeue takes a job out of its queue.
+// dequeue takes a job out of its queue, if it is in one.
 func (s *Store) dequeue(r *record) {
-	k := keyOf(&r.job)
+	if r.queued == nil {
+		return
+	}
+	k := *r.queued
+	r.queued = nil
 	q := s.queues[k]
 	i, found := slices.BinarySearchFunc(q, r, bySeq)
 	if !found {
@@ -108,15 +183,22 @@ func (s *Store) dequeue(r *record) {
 
 // remove deletes a job with everything it holds, payload and result included.
 func (s *Store) remove(r *record) {
-	if r.job.State == store.Queued {
-		s.dequeue(r)
-	}
+	s.dequeue(r)
 	r.gone = true
-	delete(s.jobs, r.job.ID)
-	delete(s.listed[r.job.SiteID], r)
+	key := r.key()
+	delete(s.jobs, key)
+	s.byID[key.id] = slices.DeleteFunc(s.byID[key.id], func(o *record) bool { return o == r })
+	if len(s.byID[key.id]) == 0 {
+		delete(s.byID, key.id)
+	}
 	if c := r.job.ClaimedBy; c != nil {
 		delete(s.cancelled[c.RunnerID], r)
+		if s.byLease[c.LeaseID] == r {
+			delete(s.byLease, c.LeaseID)
+		}
 	}
+	r.job.State = ""
+	s.relist(r)
 	r.job = store.Job{ID: r.job.ID}
 	s.deleted++
 	if s.deleted > len(s.order)/2 {
@@ -127,9 +209,20 @@ func (s *Store) remove(r *record) {
 
 // relist keeps a job in its site's listing index exactly while Pending or
 // Results would show it, so a poll reads those jobs and not every job of
-// the site. Call it after every change of state.
+// the site, and keeps the count of unsealed proto-2 jobs per route, so a
+// claim skips a capped route without looking at its queue. Call it after
+// every change of state.
 func (s *Store) relist(r *record) {
 	j := &r.job
+	if unsealed := j.Proto == store.Proto2 && j.State == store.AwaitingPayload; unsealed != r.unsealed {
+		r.unsealed = unsealed
+		rt := r.route()
+		if unsealed {
+			s.unsealed[rt]++
+		} else if s.unsealed[rt]--; s.unsealed[rt] <= 0 {
+			delete(s.unsealed, rt)
+		}
+	}
 	if j.State == store.AwaitingPayload || (j.State == store.Done && j.Result != nil) {
 		m := s.listed[j.SiteID]
 		if m == nil {
@@ -167,6 +260,14 @@ func idsInOrder(recs []*record) []string {
 		ids = append(ids, r.job.ID)
 	}
 	return ids
+}
+
+// copyPresence returns a copy that shares no bytes with the store's own.
+func copyPresence(p *store.Presence) store.Presence {
+	c := *p
+	c.Capabilities = slices.Clone(p.Capabilities)
+	c.Withheld = slices.Clone(p.Withheld)
+	return c
 }
 
 // copyJob returns a deep copy, so callers never hold the store's own records.

@@ -24,13 +24,17 @@ type Store struct {
 
 	mu        sync.Mutex
 	nextSeq   uint64
-	jobs      map[string]*record
-	order     []*record // every job ever created, in creation order; deleted ones are skipped
-	deleted   int       // how many of order are deleted, to know when to compact
+	jobs      map[jobKey]*record
+	byID      map[string][]*record // bare job id: the jobs of every site with it, in creation order
+	byLease   map[string]*record   // lease id of a current grant (kept once done): its job
+	order     []*record            // every job ever created, in creation order; deleted ones are skipped
+	deleted   int                  // how many of order are deleted, to know when to compact
 	queues    map[queueKey][]*record
 	deadlines timeHeap                        // job deadlines
 	awaiting  timeHeap                        // sealing windows
 	leases    timeHeap                        // lease expiries of ready and running jobs
+	reoffers  timeHeap                        // ends of proto-2 re-offers to one runner
+	unsealed  map[store.Route]int             // proto-2 jobs awaiting a payload, per (site, job owner)
 	listed    map[string]map[*record]struct{} // by site: jobs the site's listings show (awaiting a payload, or done with a result)
 	cancelled map[string]map[*record]struct{} // by holder: cancelled jobs held
 	presence  map[string]*store.Presence
@@ -43,30 +47,61 @@ var _ store.RoutingStore = (*Store)(nil)
 func New(c clock.Clock) *Store {
 	return &Store{
 		clock:     c,
-		jobs:      map[string]*record{},
+		jobs:      map[jobKey]*record{},
+		byID:      map[string][]*record{},
+		byLease:   map[string]*record{},
 		queues:    map[queueKey][]*record{},
+		unsealed:  map[store.Route]int{},
 		listed:    map[string]map[*record]struct{}{},
 		cancelled: map[string]map[*record]struct{}{},
 		presence:  map[string]*store.Presence{},
 	}
 }
 
+// jobKey is a job's primary key: two sites may use one id.
+type jobKey struct{ site, id string }
+
 type record struct {
 	seq  uint64
 	job  store.Job
 	gone bool
+	// queued is the queue holding the job, nil while it is in none.
+	queued *queueKey
+	// unsealed says the job is counted in Store.unsealed.
+	unsealed bool
 }
 
-// queueKey names one FIFO queue: the queued, uncancelled jobs of one site,
-// owner and kind, with "self" jobs kept apart because only the owner's own
-// devices may take them.
+func (r *record) key() jobKey { return jobKey{site: r.job.SiteID, id: r.job.ID} }
+
+func (r *record) route() store.Route {
+	return store.Route{SiteID: r.job.SiteID, Owner: r.job.Stub.Owner}
+}
+
+// queueKey names one FIFO queue: the queued, uncancelled jobs of one
+// protocol, site, owner and kind. Owner-only jobs are kept apart because
+// only the owner's own devices may take them, and a proto-2 job re-offered
+// to one runner sits in that runner's queue until the re-offer ends, so
+// that no claim scans what it may not take.
 type queueKey struct {
+	proto             store.Proto
 	site, owner, kind string
-	self              bool
+	ownerOnly         bool
+	reofferTo         string
 }
 
-func keyOf(j *store.Job) queueKey {
-	return queueKey{site: j.SiteID, owner: j.Stub.Owner, kind: j.Stub.Kind, self: j.Stub.Audience == protocol.AudienceSelf}
+// keyOf is the queue a queued job belongs in at now.
+func keyOf(j *store.Job, now int64) queueKey {
+	k := queueKey{proto: j.Proto, site: j.SiteID, owner: j.Stub.Owner, kind: j.Stub.Kind, ownerOnly: store.OwnerOnly(j.Stub.Audience)}
+	if reofferOpen(j, now) {
+		k.reofferTo = j.ReofferTo
+	}
+	return k
+}
+
+// reofferOpen reports whether a job is still re-offered to its ReofferTo
+// runner alone: until ReofferUntil, and not once that runner refused it (D8).
+func reofferOpen(j *store.Job, now int64) bool {
+	return j.Proto == store.Proto2 && j.ReofferTo != "" && j.ReofferUntil > now && !slices.Contains(j.RefusedBy, j.ReofferTo)
 }
 
 func (s *Store) now() int64 { return clock.UnixMilli(s.clock) }
@@ -97,19 +132,32 @@ func (s *Store) Enqueue(_ context.Context, in store.EnqueueInput) (store.Enqueue
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if r := s.live(in.Stub.ID, now); r != nil {
-		if r.job.SiteID != in.SiteID {
-			return store.EnqueueResult{}, store.Refuse(store.RefusedIDTaken)
-		}
+	if r := s.live(jobKey{site: in.SiteID, id: in.Stub.ID}, now); r != nil {
 		return store.EnqueueResult{State: r.job.State}, nil
 	}
+	if in.Proto == store.Proto0 && s.takenByOtherV0Site(in.SiteID, in.Stub.ID, now) {
+		return store.EnqueueResult{}, store.Refuse(store.RefusedIDTaken)
+	}
 	s.nextSeq++
-	r := &record{seq: s.nextSeq, job: store.Job{ID: in.Stub.ID, SiteID: in.SiteID, Stub: in.Stub, State: store.Queued, RefusedBy: []string{}}}
-	s.jobs[r.job.ID] = r
+	r := &record{seq: s.nextSeq, job: store.Job{ID: in.Stub.ID, SiteID: in.SiteID, Proto: in.Proto, Stub: in.Stub, State: store.Queued, RefusedBy: []string{}}}
+	s.jobs[r.key()] = r
+	s.byID[r.job.ID] = append(s.byID[r.job.ID], r)
 	s.order = append(s.order, r)
 	s.deadlines.push(entry{at: in.Stub.DeadlineAt, rec: r})
-	s.enqueueRecord(r)
+	s.enqueueRecord(r, now)
 	return store.EnqueueResult{State: store.Queued, Created: true}, nil
+}
+
+// takenByOtherV0Site reports whether a live proto-0 job of another site
+// holds id: protocol "0" keeps id-taken (A4), and only among its own jobs,
+// so a proto-2 job never makes a v0 enqueue fail.
+func (s *Store) takenByOtherV0Site(siteID, id string, now int64) bool {
+	for _, r := range slices.Clone(s.byID[id]) {
+		if r.job.Proto == store.Proto0 && r.job.SiteID != siteID && !s.apply(r, now).dropped() {
+			return true
+		}
+	}
+	return false
 }
 
 // Claim implements store.RoutingStore.
@@ -125,9 +173,9 @@ func (s *Store) Claim(_ context.Context, in store.ClaimInput) ([]protocol.Claime
 	if in.Max <= 0 {
 		return granted, nil
 	}
-	heads := s.candidateQueues(in)
+	cursors := s.candidateQueues(in)
 	for len(granted) < in.Max {
-		r := s.nextCandidate(heads, in.RunnerID)
+		r := s.nextCandidate(cursors, in.RunnerID, now)
 		if r == nil {
 			break
 		}
@@ -136,6 +184,7 @@ func (s *Store) Claim(_ context.Context, in store.ClaimInput) ([]protocol.Claime
 		r.job.State = store.AwaitingPayload
 		r.job.ClaimedBy = &claim
 		r.job.AwaitingUntil = now + protocol.AwaitingPayloadMs
+		s.byLease[claim.LeaseID] = r
 		s.relist(r)
 		s.awaiting.push(entry{at: r.job.AwaitingUntil, rec: r})
 		granted = append(granted, store.ClaimedStub(r.job.Stub, claim))
@@ -147,27 +196,42 @@ func (s *Store) Claim(_ context.Context, in store.ClaimInput) ([]protocol.Claime
 type cursor struct {
 	queue []*record
 	pos   int
+	route store.Route
+	// capped says the queue's route counts toward the unsealed cap.
+	capped bool
 }
 
-// candidateQueues lists the queues a claim may draw from: every route and
-// kind, plus the route owner's "self" queue when the device is theirs.
+// candidateQueues lists the queues a claim may draw from: for every route
+// and kind, the open queue, the one of jobs re-offered to this runner, and
+// the owner-only ones when the device is the route owner's. A proto-2
+// route already at its unsealed cap contributes none.
 func (s *Store) candidateQueues(in store.ClaimInput) []*cursor {
 	seen := map[queueKey]bool{}
 	var out []*cursor
-	add := func(k queueKey) {
+	add := func(rt store.Route, k queueKey) {
 		if seen[k] {
 			return
 		}
 		seen[k] = true
 		if q := s.queues[k]; len(q) > 0 {
-			out = append(out, &cursor{queue: q})
+			out = append(out, &cursor{queue: q, route: rt, capped: in.Proto == store.Proto2})
 		}
 	}
 	for _, rt := range in.Routes {
+		if in.Proto == store.Proto2 && s.unsealed[rt] >= store.UnsealedPerRoute {
+			continue
+		}
 		for _, kind := range in.Kinds {
-			add(queueKey{site: rt.SiteID, owner: rt.Owner, kind: kind})
-			if rt.Owner == in.Owner {
-				add(queueKey{site: rt.SiteID, owner: rt.Owner, kind: kind, self: true})
+			for _, ownerOnly := range []bool{false, true} {
+				if ownerOnly && rt.Owner != in.Owner {
+					continue
+				}
+				k := queueKey{proto: in.Proto, site: rt.SiteID, owner: rt.Owner, kind: kind, ownerOnly: ownerOnly}
+				add(rt, k)
+				if in.Proto == store.Proto2 {
+					k.reofferTo = in.RunnerID
+					add(rt, k)
+				}
 			}
 		}
 	}
@@ -175,12 +239,17 @@ func (s *Store) candidateQueues(in store.ClaimInput) []*cursor {
 }
 
 // nextCandidate returns the earliest-enqueued job across the cursors that
-// runner has not refused, advancing past it. Cursors hold snapshots, so
-// dequeuing the winner does not disturb the walk.
-func (s *Store) nextCandidate(cursors []*cursor, runner string) *record {
+// runner may take now (not refused by it, not barred for it until later),
+// advancing past it; a cursor whose route reached its cap during this claim
+// is passed over. Cursors hold snapshots, so dequeuing the winner does not
+// disturb the walk.
+func (s *Store) nextCandidate(cursors []*cursor, runner string, now int64) *record {
 	for {
 		var best *cursor
 		for _, c := range cursors {
+			if c.capped && s.unsealed[c.route] >= store.UnsealedPerRoute {
+				continue
+			}
 			if c.pos < len(c.queue) && (best == nil || c.queue[c.pos].seq < best.queue[best.pos].seq) {
 				best = c
 			}
@@ -190,7 +259,7 @@ func (s *Store) nextCandidate(cursors []*cursor, runner string) *record {
 		}
 		r := best.queue[best.pos]
 		best.pos++
-		if !slices.Contains(r.job.RefusedBy, runner) {
+		if !slices.Contains(r.job.RefusedBy, runner) && r.job.RetryAfter[runner] <= now {
 			return r
 		}
 	}
@@ -208,15 +277,30 @@ func (s *Store) Fetch(_ context.Context, in store.LeaseInput) (protocol.SealedEn
 	if err != nil {
 		return protocol.SealedEnvelope{}, err
 	}
-	switch {
-	case r.job.State == store.Done:
-		return protocol.SealedEnvelope{}, store.Refuse(store.RefusedFinished)
-	case r.job.Payload == nil:
-		return protocol.SealedEnvelope{}, store.Refuse(store.RefusedNotReady)
+	if err := fetchRefusal(&r.job); err != nil {
+		return protocol.SealedEnvelope{}, err
 	}
 	r.job.State = store.Running
 	s.relist(r)
 	return *r.job.Payload, nil
+}
+
+// fetchRefusal says why the holder may not have the payload, if it may not.
+// Protocol "0" refuses a finished job first (design G9); protocol "2"
+// checks for the payload first, as ST9 orders it, so a job finished
+// without one answers not-ready (S15).
+func fetchRefusal(j *store.Job) error {
+	finished := j.State != store.Ready && j.State != store.Running && j.Payload != nil
+	if j.Proto == store.Proto0 {
+		finished = j.State == store.Done
+	}
+	switch {
+	case finished:
+		return store.Refuse(store.RefusedFinished)
+	case j.Payload == nil:
+		return store.Refuse(store.RefusedNotReady)
+	}
+	return nil
 }
 
 // Result implements store.RoutingStore.
@@ -227,14 +311,10 @@ func (s *Store) Result(_ context.Context, in store.ResultInput) (store.ResultOut
 	if in.Touch {
 		s.stamp(in.RunnerID, now)
 	}
-	r := s.live(in.JobID, now)
+	r, err := s.held(in.LeaseInput, now)
 	switch {
-	case r == nil:
-		return store.ResultOutcome{}, store.Refuse(store.RefusedNotFound)
-	case r.job.ClaimedBy == nil || r.job.ClaimedBy.RunnerID != in.RunnerID:
-		return store.ResultOutcome{}, store.Refuse(store.RefusedNotHolder)
-	case r.job.ClaimedBy.LeaseID != in.LeaseID:
-		return store.ResultOutcome{}, store.Refuse(store.RefusedStaleLease)
+	case err != nil:
+		return store.ResultOutcome{}, err
 	case in.Envelope.SenderKeyID != r.job.ClaimedBy.HolderKeyID():
 		return store.ResultOutcome{}, store.Refuse(store.RefusedOtherDevice)
 	case r.job.State == store.Done:
@@ -246,8 +326,11 @@ func (s *Store) Result(_ context.Context, in store.ResultInput) (store.ResultOut
 	r.job.State = store.Done
 	r.job.AwaitingUntil = 0
 	s.relist(r)
-	// A finished job is never named in cancel (G11), so it leaves the index.
-	delete(s.cancelled[r.job.ClaimedBy.RunnerID], r)
+	if r.job.Proto == store.Proto0 {
+		// Protocol "0" never names a finished job in cancel (G11), so it
+		// leaves the index; protocol "2" still names it (ST14).
+		delete(s.cancelled[r.job.ClaimedBy.RunnerID], r)
+	}
 	return store.ResultOutcome{}, nil
 }
 
@@ -258,14 +341,20 @@ func (s *Store) Release(_ context.Context, in store.ReleaseInput) ([]string, err
 	now := s.now()
 	released := []string{}
 	for _, l := range in.Leases {
-		r, err := s.held(store.LeaseInput{JobID: l.JobID, RunnerID: in.RunnerID, LeaseID: l.LeaseID}, now)
+		r, err := s.held(store.LeaseInput{Proto: in.Proto, SiteID: in.SiteID, JobID: l.JobID, RunnerID: in.RunnerID, LeaseID: l.LeaseID}, now)
 		if err != nil || r.job.State == store.Done {
 			continue
 		}
 		if in.Reason == protocol.ReasonRefused && !slices.Contains(r.job.RefusedBy, in.RunnerID) {
 			r.job.RefusedBy = append(r.job.RefusedBy, in.RunnerID)
 		}
-		s.requeue(r)
+		if in.RetryAfterMs > 0 {
+			if r.job.RetryAfter == nil {
+				r.job.RetryAfter = map[string]int64{}
+			}
+			r.job.RetryAfter[in.RunnerID] = now + in.RetryAfterMs
+		}
+		s.requeue(r, now)
 		released = append(released, r.job.ID)
 	}
 	return released, nil
@@ -275,8 +364,8 @@ func (s *Store) Release(_ context.Context, in store.ReleaseInput) ([]string, err
 func (s *Store) Payload(_ context.Context, in store.PayloadInput) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.live(in.JobID, s.now())
-	if r == nil || r.job.SiteID != in.SiteID {
+	r := s.live(jobKey{site: in.SiteID, id: in.JobID}, s.now())
+	if r == nil {
 		return store.Refuse(store.RefusedNotFound)
 	}
 	if r.job.State != store.AwaitingPayload {
@@ -289,6 +378,7 @@ func (s *Store) Payload(_ context.Context, in store.PayloadInput) error {
 	r.job.Payload = &env
 	r.job.State = store.Ready
 	r.job.AwaitingUntil = 0
+	r.job.SealAttempts = 0
 	s.relist(r)
 	s.leases.push(entry{at: r.job.ClaimedBy.LeaseExpiresAt, rec: r})
 	return nil
@@ -298,18 +388,16 @@ func (s *Store) Payload(_ context.Context, in store.PayloadInput) error {
 func (s *Store) Cancel(_ context.Context, in store.CancelInput) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.live(in.JobID, s.now())
-	if r == nil || r.job.SiteID != in.SiteID {
+	r := s.live(jobKey{site: in.SiteID, id: in.JobID}, s.now())
+	if r == nil {
 		return false, nil
 	}
 	if r.job.Cancelled {
 		return true, nil
 	}
 	r.job.Cancelled = true
-	if r.job.State == store.Queued {
-		s.dequeue(r)
-	}
-	if c := r.job.ClaimedBy; c != nil {
+	s.dequeue(r)
+	if c := r.job.ClaimedBy; c != nil && (r.job.Proto == store.Proto2 || r.job.State != store.Done) {
 		held := s.cancelled[c.RunnerID]
 		if held == nil {
 			held = map[*record]struct{}{}
@@ -329,13 +417,13 @@ func (s *Store) CancelRequests(_ context.Context, in store.CancelRequestsInput) 
 	held := s.cancelled[runnerID]
 	var live []*record
 	for r := range held {
-		if s.apply(r, now) == gone || r.job.ClaimedBy == nil || r.job.ClaimedBy.RunnerID != runnerID {
+		if s.apply(r, now).dropped() || r.job.ClaimedBy == nil || r.job.ClaimedBy.RunnerID != runnerID {
 			// No longer this runner's to stop; it cannot come back, since a
 			// cancelled job is never granted again.
 			delete(held, r)
 			continue
 		}
-		if r.job.State != store.Done {
+		if r.job.Proto == in.Proto && (in.Proto == store.Proto2 || r.job.State != store.Done) {
 			live = append(live, r)
 		}
 	}
@@ -353,7 +441,7 @@ func (s *Store) Renew(_ context.Context, in store.RenewInput) (store.RenewResult
 	now := s.now()
 	res := store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}
 	for _, l := range in.Leases {
-		r, err := s.held(store.LeaseInput{JobID: l.JobID, RunnerID: in.RunnerID, LeaseID: l.LeaseID}, now)
+		r, err := s.held(store.LeaseInput{Proto: in.Proto, SiteID: in.SiteID, JobID: l.JobID, RunnerID: in.RunnerID, LeaseID: l.LeaseID}, now)
 		if err != nil {
 			res.Lost = append(res.Lost, l)
 			continue
@@ -376,7 +464,13 @@ func (s *Store) Pair(_ context.Context, in store.PairInput) (store.Presence, err
 		s.paired = append(s.paired, in.RunnerID)
 	}
 	p.Owner, p.Device, p.LastSeenAt = in.Owner, in.Device, s.now()
-	return *p, nil
+	if in.Capabilities != nil {
+		p.Capabilities = slices.Clone(in.Capabilities)
+	}
+	if in.Withheld != nil {
+		p.Withheld = slices.Clone(in.Withheld)
+	}
+	return copyPresence(p), nil
 }
 
 // Touch implements store.RoutingStore.
@@ -408,34 +502,38 @@ func (s *Store) Sweep(context.Context) (store.SweepResult, error) {
 // jobs each in first-enqueue order.
 func (s *Store) sweep(now int64) store.SweepResult {
 	due := map[*record]struct{}{}
-	for _, h := range []*timeHeap{&s.deadlines, &s.awaiting, &s.leases} {
+	for _, h := range []*timeHeap{&s.deadlines, &s.awaiting, &s.leases, &s.reoffers} {
 		for _, r := range h.popDue(now) {
 			due[r] = struct{}{}
 		}
 	}
-	var requeued, expired []*record
+	var requeued, expired, lapsed []*record
 	for r := range due {
 		if r.gone {
 			// Dropped earlier by an operation that applied its deadline;
 			// this sweep did not drop it and must not report it.
 			continue
 		}
-		switch s.apply(r, now) {
-		case requeue:
-			requeued = append(requeued, r)
-		case gone:
+		o := s.apply(r, now)
+		switch {
+		case o.dropped():
 			expired = append(expired, r)
+		case o != untouched:
+			requeued = append(requeued, r)
+		}
+		if o == lapsed2 || o == evicted {
+			lapsed = append(lapsed, r)
 		}
 	}
-	return store.SweepResult{Requeued: idsInOrder(requeued), Expired: idsInOrder(expired)}
+	return store.SweepResult{Requeued: idsInOrder(requeued), Expired: idsInOrder(expired), Lapsed: idsInOrder(lapsed)}
 }
 
 // Job implements store.RoutingStore.
 func (s *Store) Job(_ context.Context, siteID, id string) (store.Job, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.jobs[id]
-	if r == nil || r.job.SiteID != siteID {
+	r := s.jobs[jobKey{site: siteID, id: id}]
+	if r == nil {
 		return store.Job{}, false, nil
 	}
 	return copyJob(&r.job), true, nil
@@ -496,7 +594,7 @@ func (s *Store) Presence(_ context.Context, runnerID string) (store.Presence, bo
 	if p == nil {
 		return store.Presence{}, false, nil
 	}
-	return *p, true, nil
+	return copyPresence(p), true, nil
 }
 
 // Runners implements store.RoutingStore.
@@ -508,7 +606,7 @@ func (s *Store) Runners(_ context.Context, limit int) ([]store.Presence, error) 
 		if limit > 0 && len(out) >= limit {
 			break
 		}
-		out = append(out, *s.presence[id])
+		out = append(out, copyPresence(s.presence[id]))
 	}
 	return out, nil
 }

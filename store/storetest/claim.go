@@ -66,7 +66,7 @@ func claimGrantsFirstEnqueueOrder(t *testing.T, b *bundle) {
 	b.enqueue(t, "d")
 	first := b.claimFor(t, bob, 2, "alice", "bob")
 	require.Equal(t, []string{"a", "b"}, ids(first))
-	released, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(first[0])}, Reason: protocol.ReasonShutdown})
+	released, err := b.s.Release(b.ctx, store.ReleaseInput{SiteID: Site, RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(first[0])}, Reason: protocol.ReasonShutdown})
 	require.NoError(t, err)
 	require.Equal(t, []string{"a"}, released)
 	require.Equal(t, []string{"a", "c", "d"}, ids(b.claimFor(t, bob, 64, "bob", "alice")))

@@ -50,17 +50,17 @@ func renewContract(s suite) {
 }
 
 func fetchRefusesUnknownJob(t *testing.T, b *bundle) {
-	_, err := b.s.Fetch(b.ctx, store.LeaseInput{JobID: "nope", RunnerID: alice.runner, LeaseID: "x"})
+	_, err := b.s.Fetch(b.ctx, store.LeaseInput{SiteID: Site, JobID: "nope", RunnerID: alice.runner, LeaseID: "x"})
 	requireRefusal(t, err, store.RefusedNotFound)
 }
 
 func fetchRefusesRunnerThatDoesNot(t *testing.T, b *bundle) {
 	b.enqueue(t, "unclaimed", "held")
-	_, err := b.s.Fetch(b.ctx, store.LeaseInput{JobID: "unclaimed", RunnerID: alice.runner, LeaseID: "x"})
+	_, err := b.s.Fetch(b.ctx, store.LeaseInput{SiteID: Site, JobID: "unclaimed", RunnerID: alice.runner, LeaseID: "x"})
 	requireRefusal(t, err, store.RefusedNotHolder)
 	c := b.claimOne(t, alice)
 	b.seal(t, c)
-	_, err = b.s.Fetch(b.ctx, store.LeaseInput{JobID: c.ID, RunnerID: bob.runner, LeaseID: c.Lease.ID})
+	_, err = b.s.Fetch(b.ctx, store.LeaseInput{SiteID: Site, JobID: c.ID, RunnerID: bob.runner, LeaseID: c.Lease.ID})
 	requireRefusal(t, err, store.RefusedNotHolder)
 }
 
@@ -114,16 +114,16 @@ func resultAnswersStrangerNotHolderEvenOnce(t *testing.T, b *bundle) {
 	b.enqueue(t, "a")
 	c := b.claimOne(t, alice)
 	b.runToDone(t, c)
-	_, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: store.LeaseInput{JobID: "a", RunnerID: bob.runner, LeaseID: c.Lease.ID}, Envelope: envelope(protocol.DirectionResult, "x"), Disposition: protocol.DispositionOK})
+	_, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: store.LeaseInput{SiteID: Site, JobID: "a", RunnerID: bob.runner, LeaseID: c.Lease.ID}, Envelope: envelope(protocol.DirectionResult, "x"), Disposition: protocol.DispositionOK})
 	requireRefusal(t, err, store.RefusedNotHolder)
-	_, err = b.s.Result(b.ctx, store.ResultInput{LeaseInput: store.LeaseInput{JobID: "nope", RunnerID: alice.runner, LeaseID: c.Lease.ID}, Envelope: envelope(protocol.DirectionResult, "x"), Disposition: protocol.DispositionOK})
+	_, err = b.s.Result(b.ctx, store.ResultInput{LeaseInput: store.LeaseInput{SiteID: Site, JobID: "nope", RunnerID: alice.runner, LeaseID: c.Lease.ID}, Envelope: envelope(protocol.DirectionResult, "x"), Disposition: protocol.DispositionOK})
 	requireRefusal(t, err, store.RefusedNotFound)
 }
 
 func resultRefusesResultProducedUnderGrant(t *testing.T, b *bundle) {
 	b.enqueue(t, "a")
 	first := b.claimOne(t, alice)
-	_, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(first)}, Reason: protocol.ReasonShutdown})
+	_, err := b.s.Release(b.ctx, store.ReleaseInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(first)}, Reason: protocol.ReasonShutdown})
 	require.NoError(t, err)
 	second := b.claimOne(t, alice)
 	_, err = b.s.Result(b.ctx, store.ResultInput{LeaseInput: lease(first), Envelope: envelope(protocol.DirectionResult, "old"), Disposition: protocol.DispositionOK})
@@ -183,7 +183,7 @@ func releaseGivesBackGrantNames(t *testing.T, b *bundle) {
 	b.enqueue(t, "a")
 	c := b.claimOne(t, alice)
 	b.seal(t, c)
-	got, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}})
+	got, err := b.s.Release(b.ctx, store.ReleaseInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}})
 	require.NoError(t, err)
 	require.Equal(t, []string{"a"}, got)
 	j := b.requireState(t, "a", store.Queued)
@@ -195,12 +195,12 @@ func releaseGivesBackGrantNames(t *testing.T, b *bundle) {
 func releaseSkipsLeaseIDThatNot(t *testing.T, b *bundle) {
 	b.enqueue(t, "a")
 	c := b.claimOne(t, alice)
-	got, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{
+	got, err := b.s.Release(b.ctx, store.ReleaseInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{
 		{JobID: "a", LeaseID: "00000000-0000-4000-8000-000000000000"}, {JobID: "nope", LeaseID: c.Lease.ID},
 	}})
 	require.NoError(t, err)
 	require.Empty(t, got)
-	got, err = b.s.Release(b.ctx, store.ReleaseInput{RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(c)}})
+	got, err = b.s.Release(b.ctx, store.ReleaseInput{SiteID: Site, RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(c)}})
 	require.NoError(t, err)
 	require.Empty(t, got)
 	b.requireState(t, "a", store.AwaitingPayload)
@@ -209,7 +209,7 @@ func releaseSkipsLeaseIDThatNot(t *testing.T, b *bundle) {
 func releaseReleasesDuplicatedEntryOnce(t *testing.T, b *bundle) {
 	b.enqueue(t, "a", "b")
 	cs := b.claimFor(t, alice, 2)
-	got, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(cs[1]), ref(cs[0]), ref(cs[1])}})
+	got, err := b.s.Release(b.ctx, store.ReleaseInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(cs[1]), ref(cs[0]), ref(cs[1])}})
 	require.NoError(t, err)
 	require.Equal(t, []string{"b", "a"}, got)
 }
@@ -218,7 +218,7 @@ func releaseDoesNotOfferJobBack(t *testing.T, b *bundle) {
 	b.enqueue(t, "a")
 	c := b.claimOne(t, alice)
 	for range 2 {
-		_, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: protocol.ReasonRefused})
+		_, err := b.s.Release(b.ctx, store.ReleaseInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: protocol.ReasonRefused})
 		require.NoError(t, err)
 	}
 	require.Empty(t, b.claimFor(t, alice, 64))
@@ -233,7 +233,7 @@ func releaseKeepsJobClaimableRunnerThat(t *testing.T, b *bundle) {
 	for _, reason := range []string{protocol.ReasonShutdown, protocol.ReasonPause, protocol.ReasonRevoked, protocol.ReasonBackendDown, ""} {
 		b.enqueue(t, "a-"+reason)
 		c := b.claimOne(t, alice)
-		got, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: reason})
+		got, err := b.s.Release(b.ctx, store.ReleaseInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: reason})
 		require.NoError(t, err)
 		require.Equal(t, []string{c.ID}, got)
 		require.Equal(t, c.ID, b.claimOne(t, alice).ID, "reason %q", reason)
@@ -244,7 +244,7 @@ func releaseDoesNotUnFinishDoneJob(t *testing.T, b *bundle) {
 	b.enqueue(t, "a")
 	c := b.claimOne(t, alice)
 	b.runToDone(t, c)
-	got, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: protocol.ReasonRefused})
+	got, err := b.s.Release(b.ctx, store.ReleaseInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: protocol.ReasonRefused})
 	require.NoError(t, err)
 	require.Empty(t, got)
 	b.requireState(t, "a", store.Done)
@@ -259,7 +259,7 @@ func renewRenewsGrantStillHolds(t *testing.T, b *bundle) {
 	b.seal(t, c)
 	b.advance(t, 5*time.Second)
 	now := b.now(t)
-	res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+	res, err := b.s.Renew(b.ctx, store.RenewInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
 	require.Equal(t, []store.Renewal{{JobID: "a", ExpiresAt: now + leaseMs}}, res.Renewed)
@@ -272,7 +272,7 @@ func renewRenewsGrantStillHolds(t *testing.T, b *bundle) {
 func renewReportsLeaseRunnerNoLonger(t *testing.T, b *bundle) {
 	b.enqueue(t, "a")
 	c := b.claimOne(t, alice)
-	res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, LeaseMs: leaseMs, Leases: []protocol.LeaseRef{
+	res, err := b.s.Renew(b.ctx, store.RenewInput{SiteID: Site, RunnerID: alice.runner, LeaseMs: leaseMs, Leases: []protocol.LeaseRef{
 		{JobID: "a", LeaseID: "00000000-0000-4000-8000-000000000000"}, {JobID: "nope", LeaseID: c.Lease.ID},
 	}})
 	require.NoError(t, err)
@@ -280,7 +280,7 @@ func renewReportsLeaseRunnerNoLonger(t *testing.T, b *bundle) {
 	require.Equal(t, []protocol.LeaseRef{
 		{JobID: "a", LeaseID: "00000000-0000-4000-8000-000000000000"}, {JobID: "nope", LeaseID: c.Lease.ID},
 	}, res.Lost, "each lost grant as the caller named it")
-	res, err = b.s.Renew(b.ctx, store.RenewInput{RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+	res, err = b.s.Renew(b.ctx, store.RenewInput{SiteID: Site, RunnerID: bob.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 	require.NoError(t, err)
 	require.Equal(t, []string{"a"}, lostJobs(res))
 	j := b.job(t, "a")
@@ -295,7 +295,7 @@ func renewTellsDeviceMidFlightThatJob(t *testing.T, b *bundle) {
 	b.advance(t, 20*time.Second)
 	_, err := b.s.Sweep(b.ctx)
 	require.NoError(t, err)
-	res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+	res, err := b.s.Renew(b.ctx, store.RenewInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 	require.NoError(t, err)
 	require.Equal(t, []string{"a"}, lostJobs(res))
 }
@@ -305,7 +305,7 @@ func renewReportsLapsedLeaseAsLost(t *testing.T, b *bundle) {
 	c := b.claimOne(t, alice)
 	b.seal(t, c)
 	b.advance(t, leaseMs*time.Millisecond)
-	res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+	res, err := b.s.Renew(b.ctx, store.RenewInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 	require.NoError(t, err)
 	require.Equal(t, []string{"a"}, lostJobs(res))
 	b.requireState(t, "a", store.Queued)
@@ -316,7 +316,7 @@ func renewNeverExtendsSealingWindow(t *testing.T, b *bundle) {
 	c := b.claimOne(t, alice)
 	before := b.job(t, "a").AwaitingUntil
 	b.advance(t, time.Second)
-	_, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+	_, err := b.s.Renew(b.ctx, store.RenewInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 	require.NoError(t, err)
 	require.Equal(t, before, b.job(t, "a").AwaitingUntil)
 }

@@ -78,7 +78,7 @@ func payloadTooLateJobNotAwaiting(t *testing.T, b *bundle) {
 func payloadRefusesSealToEarlierHolder(t *testing.T, b *bundle) {
 	b.enqueue(t, "a")
 	first := b.claimOne(t, alice)
-	_, err := b.s.Release(b.ctx, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(first)}, Reason: protocol.ReasonShutdown})
+	_, err := b.s.Release(b.ctx, store.ReleaseInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(first)}, Reason: protocol.ReasonShutdown})
 	require.NoError(t, err)
 	second := b.claimOne(t, alice2)
 

@@ -251,7 +251,7 @@ func envelopeFor(runner, direction, tag string) protocol.SealedEnvelope {
 const siteKeyID = "BYOLLM-TEST-SITE"
 
 func lease(c protocol.ClaimedStub) store.LeaseInput {
-	return store.LeaseInput{JobID: c.ID, RunnerID: c.Lease.RunnerID, LeaseID: c.Lease.ID}
+	return store.LeaseInput{SiteID: Site, JobID: c.ID, RunnerID: c.Lease.RunnerID, LeaseID: c.Lease.ID}
 }
 
 func ref(c protocol.ClaimedStub) protocol.LeaseRef {

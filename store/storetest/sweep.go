@@ -112,7 +112,7 @@ func sweepKeepsRenewedGrantPastFirst(t *testing.T, b *bundle) {
 	b.seal(t, c)
 	for range 3 {
 		b.advance(t, leaseMs*time.Millisecond/2)
-		res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
+		res, err := b.s.Renew(b.ctx, store.RenewInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, LeaseMs: leaseMs})
 		require.NoError(t, err)
 		require.Empty(t, res.Lost)
 		sw, err := b.s.Sweep(b.ctx)
@@ -126,7 +126,7 @@ func sweepNeverRequeuesQueuedDoneJobs(t *testing.T, b *bundle) {
 	b.enqueue(t, "awaiting", "done", "queued")
 	cs := b.claimFor(t, alice, 2)
 	b.runToDone(t, cs[1])
-	res, err := b.s.Renew(b.ctx, store.RenewInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(cs[0])}, LeaseMs: 1})
+	res, err := b.s.Renew(b.ctx, store.RenewInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(cs[0])}, LeaseMs: 1})
 	require.NoError(t, err)
 	require.Len(t, res.Renewed, 1)
 	b.advance(t, time.Second)
@@ -260,7 +260,7 @@ func presenceStampsRunnerWithinClaim(t *testing.T, b *bundle) {
 		_, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: foreign, Envelope: envelope(protocol.DirectionResult, "a-ok"), Disposition: protocol.DispositionOK})
 		requireRefusal(t, err, store.RefusedNotHolder)
 	})
-	stranger := store.LeaseInput{JobID: "a", RunnerID: "runner_nobody", LeaseID: held.LeaseID, Touch: true}
+	stranger := store.LeaseInput{SiteID: Site, JobID: "a", RunnerID: "runner_nobody", LeaseID: held.LeaseID, Touch: true}
 	_, err := b.s.Fetch(b.ctx, stranger)
 	requireRefusal(t, err, store.RefusedNotHolder)
 	_, ok, err := b.s.Presence(b.ctx, stranger.RunnerID)
