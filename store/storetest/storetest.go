@@ -33,27 +33,29 @@ var leaseIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[
 func Run(t *testing.T, newHarness NewHarness) {
 	groups := []struct {
 		name  string
-		cases func(suite)
+		cases []func(suite)
 	}{
-		{"enqueue", enqueueContract},
-		{"claim", claimContract},
-		{"fetch", fetchContract},
-		{"result", resultContract},
-		{"release", releaseContract},
-		{"renew", renewContract},
-		{"payload", payloadContract},
-		{"cancel", cancelContract},
-		{"cancelRequests", cancelRequestsContract},
-		{"pending", pendingContract},
-		{"results", resultsContract},
-		{"sweep", sweepContract},
-		{"clock", clockContract},
-		{"presence", presenceContract},
+		{"enqueue", []func(suite){enqueueContract, enqueueContract2}},
+		{"claim", []func(suite){claimContract, claimContract2}},
+		{"fetch", []func(suite){fetchContract, fetchContract2}},
+		{"result", []func(suite){resultContract, resultContract2}},
+		{"release", []func(suite){releaseContract, releaseContract2}},
+		{"renew", []func(suite){renewContract, renewContract2}},
+		{"payload", []func(suite){payloadContract, payloadContract2}},
+		{"cancel", []func(suite){cancelContract, cancelContract2}},
+		{"cancelRequests", []func(suite){cancelRequestsContract, cancelRequestsContract2}},
+		{"pending", []func(suite){pendingContract, pendingContract2}},
+		{"results", []func(suite){resultsContract, resultsContract2}},
+		{"sweep", []func(suite){sweepContract, sweepContract2}},
+		{"clock", []func(suite){clockContract}},
+		{"presence", []func(suite){presenceContract, presenceContract2}},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
-			g.cases(suite{t: t, newHarness: newHarness})
+			for _, cases := range g.cases {
+				cases(suite{t: t, newHarness: newHarness})
+			}
 		})
 	}
 }

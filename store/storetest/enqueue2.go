@@ -1,0 +1,123 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// enqueueContract2 lists the protocol "2" enqueue cases.
+func enqueueContract2(s suite) {
+	s.run("v2: creates a queued job tagged with its protocol", enqueue2CreatesQueuedJobTagged)                                    // ST2
+	s.run("v2: is idempotent by job id", enqueue2IdempotentJobID)                                                                 // published case 1
+	s.run("v2: gives two sites the same id without either seeing the other", enqueue2GivesTwoSitesSameID)                         // published case 7
+	s.run("v2: never refuses an id, not even one a protocol-0 job of another site holds", enqueue2NeverRefusesID)                 // ST2, A4
+	s.run("v0: is refused id-taken by a protocol-0 job of another site only, never by a protocol-2 one", enqueue0IDTakenOnlyByV0) // A4
+	s.run("republishing under the other protocol returns the existing job and keeps its protocol", enqueueAcrossProtocolsKeeps)   // A3
+	s.run("v2: lists every job of every site and protocol in first-enqueue order", enqueue2ListsEveryJobEverySite)                // ST4
+	s.run("v2: keeps no tombstone: an id dropped at its deadline can be enqueued afresh", enqueue2KeepsNoTombstone)               // ST2
+}
+
+func enqueue2CreatesQueuedJobTagged(t *testing.T, b *bundle) {
+	s := b.stub2(t, "a")
+	s.Purpose = "summarise"
+	require.Equal(t, store.EnqueueResult{State: store.Queued, Created: true}, b.enqueue2On(t, Site, s))
+	j := b.requireState(t, "a", store.Queued)
+	require.Equal(t, store.Proto2, j.Proto)
+	require.Equal(t, s, j.Stub, "the stub is kept exactly, purpose included")
+	require.Equal(t, Site, j.SiteID)
+	require.Empty(t, j.RefusedBy)
+	require.Zero(t, j.SealAttempts)
+	require.Empty(t, j.ReofferTo)
+	require.Empty(t, j.RetryAfter)
+}
+
+func enqueue2IdempotentJobID(t *testing.T, b *bundle) {
+	b.enqueue2(t, "a")
+	c := b.claim2One(t, alice)
+	res := b.enqueue2On(t, Site, b.stub2(t, "a", forAudience(audienceTeam), deadlineIn(t, b, 2*time.Hour)))
+	require.Equal(t, store.EnqueueResult{State: store.AwaitingPayload}, res)
+	j := b.requireState(t, "a", store.AwaitingPayload)
+	require.Equal(t, c.Lease.ID, j.ClaimedBy.LeaseID, "the republish keeps the grant")
+	require.Equal(t, c.JobStub, j.Stub, "the new stub is ignored")
+}
+
+func enqueue2GivesTwoSitesSameID(t *testing.T, b *bundle) {
+	mine := b.stub2(t, "shared")
+	theirs := b.stub2(t, "shared", ownedBy("bob"))
+	require.True(t, b.enqueue2On(t, Site, mine).Created)
+	require.True(t, b.enqueue2On(t, OtherSite, theirs).Created, "another site's id is no obstacle")
+	require.Equal(t, mine, b.jobOn(t, Site, "shared").Stub)
+	require.Equal(t, theirs, b.jobOn(t, OtherSite, "shared").Stub)
+
+	got := b.claim2(t, alice, 10)
+	require.Len(t, got, 1)
+	require.Equal(t, mine, got[0].JobStub, "a claim for the site gets only its own job")
+	require.Equal(t, store.Queued, b.jobOn(t, OtherSite, "shared").State)
+
+	before := b.jobOn(t, OtherSite, "shared")
+	require.Equal(t, store.EnqueueResult{State: store.Queued}, b.enqueue2On(t, OtherSite, theirs))
+	require.Equal(t, before, b.jobOn(t, OtherSite, "shared"), "a replay leaves the stored job as it was")
+}
+
+func enqueue2NeverRefusesID(t *testing.T, b *bundle) {
+	b.enqueue(t, "a")
+	require.True(t, b.enqueue2On(t, OtherSite, b.stub2(t, "a", ownedBy("bob"))).Created)
+	require.Equal(t, store.Proto0, b.job(t, "a").Proto)
+	require.Equal(t, store.Proto2, b.jobOn(t, OtherSite, "a").Proto)
+}
+
+func enqueue0IDTakenOnlyByV0(t *testing.T, b *bundle) {
+	b.enqueue2On(t, OtherSite, b.stub2(t, "v2-held"))
+	require.True(t, b.enqueueOn(t, Site, b.stub(t, "v2-held")).Created, "a protocol-2 job's id is not taken for protocol 0")
+
+	b.enqueue(t, "v0-held")
+	_, err := b.s.Enqueue(b.ctx, store.EnqueueInput{SiteID: OtherSite, Proto: store.Proto0, Stub: b.stub(t, "v0-held")})
+	requireRefusal(t, err, store.RefusedIDTaken)
+	_, ok, err := b.s.Job(b.ctx, OtherSite, "v0-held")
+	require.NoError(t, err)
+	require.False(t, ok)
+}
+
+func enqueueAcrossProtocolsKeeps(t *testing.T, b *bundle) {
+	b.enqueue(t, "v0")
+	b.enqueue2(t, "v2")
+	c := b.claim2One(t, alice)
+	require.Equal(t, "v2", c.ID)
+
+	res, err := b.s.Enqueue(b.ctx, store.EnqueueInput{SiteID: Site, Proto: store.Proto0, Stub: b.stub(t, "v2")})
+	require.NoError(t, err)
+	require.Equal(t, store.EnqueueResult{State: store.AwaitingPayload}, res)
+	j := b.job(t, "v2")
+	require.Equal(t, store.Proto2, j.Proto)
+	require.Equal(t, c.JobStub, j.Stub)
+
+	require.Equal(t, store.EnqueueResult{State: store.Queued}, b.enqueue2On(t, Site, b.stub2(t, "v0")))
+	require.Equal(t, store.Proto0, b.job(t, "v0").Proto)
+	require.Equal(t, protocol.AudiencePublic, b.job(t, "v0").Stub.Audience)
+}
+
+func enqueue2ListsEveryJobEverySite(t *testing.T, b *bundle) {
+	b.enqueue2On(t, OtherSite, b.stub2(t, "x"))
+	b.enqueue(t, "y")
+	b.enqueue2(t, "x")
+	all, err := b.s.Jobs(b.ctx, 0)
+	require.NoError(t, err)
+	var keys []string
+	for _, j := range all {
+		keys = append(keys, j.SiteID+"/"+j.ID)
+	}
+	require.Equal(t, []string{OtherSite + "/x", Site + "/y", Site + "/x"}, keys)
+}
+
+func enqueue2KeepsNoTombstone(t *testing.T, b *bundle) {
+	b.enqueue2On(t, Site, b.stub2(t, "a", deadlineIn(t, b, time.Second)))
+	b.claim2One(t, alice)
+	b.advance(t, time.Second)
+	require.Equal(t, store.EnqueueResult{State: store.Queued, Created: true}, b.enqueue2On(t, Site, b.stub2(t, "a")))
+	require.Nil(t, b.requireState(t, "a", store.Queued).ClaimedBy)
+}
