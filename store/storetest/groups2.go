@@ -3,10 +3,6 @@ package storetest
 // The protocol "2" case lists of the groups still to be written; each
 // moves to its group's file as its cases land.
 
-func fetchContract2(suite)          {}
-func resultContract2(suite)         {}
-func releaseContract2(suite)        {}
-func renewContract2(suite)          {}
 func payloadContract2(suite)        {}
 func cancelContract2(suite)         {}
 func cancelRequestsContract2(suite) {}
