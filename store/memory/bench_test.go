@@ -81,8 +81,11 @@ func BenchmarkListingsWithQueued(b *testing.B) {
 				}
 				granted = append(granted, got...)
 			}
-			lease := store.LeaseInput{JobID: "done", RunnerID: "runner", LeaseID: granted[0].Lease.ID}
-			if _, err := s.Result(ctx, store.ResultInput{LeaseInput: lease, Disposition: protocol.DispositionOK}); err != nil {
+			lease := store.LeaseInput{SiteID: "site", JobID: "done", RunnerID: "runner", LeaseID: granted[0].Lease.ID}
+			// The result must be sealed by the holder's device (D11).
+			holder := store.Claim{Device: in.Device}
+			sealed := protocol.SealedEnvelope{SenderKeyID: holder.HolderKeyID()}
+			if _, err := s.Result(ctx, store.ResultInput{LeaseInput: lease, Envelope: sealed, Disposition: protocol.DispositionOK}); err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
@@ -93,6 +96,35 @@ func BenchmarkListingsWithQueued(b *testing.B) {
 				finished, err := s.Results(ctx, "site")
 				if err != nil || len(finished) != 1 {
 					b.Fatalf("finished: %v, %d listed", err, len(finished))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClaim2PastCappedRoute measures a protocol-2 claim on a route
+// already holding its two unsealed grants while N of the route's jobs sit
+// queued behind them: the claim grants nothing, and must not pay for the
+// queue it may not draw from.
+func BenchmarkClaim2PastCappedRoute(b *testing.B) {
+	for _, depth := range depths {
+		b.Run(fmt.Sprintf("queued=%d", depth), func(b *testing.B) {
+			ctx := b.Context()
+			s, stub := backlog(b, 0)
+			for i := range depth + store.UnsealedPerRoute {
+				if _, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: "site", Proto: store.Proto2, Stub: stub("job-"+strconv.Itoa(i), "alice")}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			in := claimOneForAlice
+			in.Proto, in.Max = store.Proto2, store.UnsealedPerRoute
+			if got, err := s.Claim(ctx, in); err != nil || len(got) != store.UnsealedPerRoute {
+				b.Fatalf("claim: %v, %d granted", err, len(got))
+			}
+			for b.Loop() {
+				got, err := s.Claim(ctx, in)
+				if err != nil || len(got) != 0 {
+					b.Fatalf("claim: %v, %d granted past the cap", err, len(got))
 				}
 			}
 		})

@@ -1,8 +1,9 @@
 // Package memory is the embedded RoutingStore: all routing state in one
 // process, for a relay that runs as a single replica with nothing else
 // installed. It keeps the same indexes a shared store would (FIFO queues per
-// route and kind, heaps of deadlines), so claim and sweep cost what they
-// grant or find due, not what is stored.
+// protocol, route and kind, a count of unsealed grants per route, a lease
+// index, heaps of deadlines), so claim and sweep cost what they grant or
+// find due, not what is stored.
 package memory
 
 import (
