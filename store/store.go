@@ -92,9 +92,12 @@ type Job struct {
 	// Proto-2 bookkeeping of the sealing window (spec protocol-2 §4.5).
 	// SealAttempts counts consecutive lapses; only a seal clears it.
 	SealAttempts int
-	// ReofferTo is the first runner that let an unsealed grant lapse; until
-	// ReofferUntil (the lapse plus one sealing window) only it is offered
-	// the job, and not at all once it has refused it (decision D8).
+	// ReofferTo is the first runner that let an unsealed grant lapse; it is
+	// never cleared. Until ReofferUntil only it is offered the job, and not
+	// at all once it has refused it (decision D8). ReofferUntil is the
+	// lapsed AwaitingUntil plus one sealing window, stamped at each lapse
+	// of a grant ReofferTo held; another runner's lapse leaves it, so that
+	// runner's grant lapsing re-offers the job to nobody.
 	ReofferTo    string
 	ReofferUntil int64
 	// RetryAfter holds per-runner not-before times on the store clock.
@@ -318,7 +321,9 @@ type RoutingStore interface {
 
 	// Fetch hands the sealed payload to the holder and marks the job
 	// running. Refusals: RefusedNotFound, RefusedNotHolder,
-	// RefusedStaleLease, RefusedNotReady, RefusedFinished.
+	// RefusedStaleLease, then RefusedFinished and RefusedNotReady: proto 0
+	// refuses a done job as finished first (design G9); proto 2 checks for
+	// the payload first (ST9), so a job done without one is not-ready (S15).
 	Fetch(ctx context.Context, in LeaseInput) (protocol.SealedEnvelope, error)
 
 	// Result records a result once. A replay under the same grant is a

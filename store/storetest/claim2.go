@@ -38,6 +38,7 @@ func claimContract2(s suite) {
 	s.run("v2: grants across routes of several sites in first-enqueue order", claim2GrantsAcrossSitesInOrder)                                        // R4.1.5
 	s.run("sees only its own protocol's jobs, both ways", claimSeesOnlyOwnProtocol)                                                                  // §2.4.3 item 3
 	s.run("v2: stops offering a cancelled job to anyone", claim2StopsOfferingCancelled)                                                              // §4.3 step 8
+	s.run("v2: does not hand out a stub it cannot parse, and still grants the rest", claim2DoesNotHandOutUnparseableStub)                            // published case 13
 }
 
 func claim2GrantsStubStampedFromStoreClock(t *testing.T, b *bundle) {
@@ -253,4 +254,14 @@ func claim2StopsOfferingCancelled(t *testing.T, b *bundle) {
 	require.True(t, b.cancel(t, Site, "a"))
 	require.Empty(t, b.claim2(t, alice, 10))
 	require.Nil(t, b.requireState(t, "a", store.Queued).ClaimedBy)
+}
+
+func claim2DoesNotHandOutUnparseableStub(t *testing.T, b *bundle) {
+	if b.h.WriteUnparseableJob2 == nil {
+		t.Skip("this store keeps no serialised records, so no stored stub can fail to parse")
+	}
+	b.h.WriteUnparseableJob2(t, "legacy", Site, "alice", protocol.KindGenerate)
+	b.enqueue2(t, "good")
+	require.Equal(t, []string{"good"}, ids(b.claim2(t, alice, 10)))
+	require.Empty(t, b.claim2(t, alice2, 10))
 }

@@ -34,6 +34,9 @@ type Harness struct {
 	// writer would be). Stores that keep no serialised records leave it nil,
 	// and the case that needs it is skipped for them.
 	WriteUnparseableJob func(t *testing.T, id, siteID, owner, kind string)
+	// WriteUnparseableJob2 is WriteUnparseableJob for a protocol-2 job, one
+	// a v2 claim would otherwise see; nil skips its case likewise.
+	WriteUnparseableJob2 func(t *testing.T, id, siteID, owner, kind string)
 }
 
 // NewHarness builds a fresh harness for one test case, isolated from every
