@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +40,7 @@ func claimContract2(s suite) {
 	s.run("sees only its own protocol's jobs, both ways", claimSeesOnlyOwnProtocol)                                                                  // §2.4.3 item 3
 	s.run("v2: stops offering a cancelled job to anyone", claim2StopsOfferingCancelled)                                                              // §4.3 step 8
 	s.run("v2: does not hand out a stub it cannot parse, and still grants the rest", claim2DoesNotHandOutUnparseableStub)                            // published case 13
+	s.run("v2: grants each job to exactly one of many concurrent claimers, never past a route's cap", claim2GrantsEachJobOnceConcurrently)           // G1, R4.4.1
 }
 
 func claim2GrantsStubStampedFromStoreClock(t *testing.T, b *bundle) {
@@ -264,4 +266,42 @@ func claim2DoesNotHandOutUnparseableStub(t *testing.T, b *bundle) {
 	b.enqueue2(t, "good")
 	require.Equal(t, []string{"good"}, ids(b.claim2(t, alice, 10)))
 	require.Empty(t, b.claim2(t, alice2, 10))
+}
+
+func claim2GrantsEachJobOnceConcurrently(t *testing.T, b *bundle) {
+	const owners, perOwner, claimers = 6, 4, 8
+	var routes []store.Route
+	for o := range owners {
+		owner := fmt.Sprintf("owner_%d", o)
+		routes = append(routes, on(Site, owner))
+		for i := range perOwner {
+			b.enqueue2On(t, Site, b.stub2(t, fmt.Sprintf("%s-%d", owner, i), ownedBy(owner), forAudience(audienceTeam)))
+		}
+	}
+	var mu sync.Mutex
+	holders := map[string][]string{}
+	var wg sync.WaitGroup
+	for w := range claimers {
+		d := device{runner: fmt.Sprintf("runner_%d", w), owner: "alice"}
+		wg.Go(func() {
+			for {
+				got, err := b.s.Claim(b.ctx, store.ClaimInput{Proto: store.Proto2, RunnerID: d.runner, Owner: d.owner, Device: identityOf(d),
+					Routes: routes, Kinds: []string{protocol.KindGenerate}, Max: 3, LeaseMs: leaseMs})
+				if err != nil || len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, c := range got {
+					holders[c.ID] = append(holders[c.ID], d.runner)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, holders, owners*store.UnsealedPerRoute, "each route granted exactly its cap")
+	for id, h := range holders {
+		require.Len(t, h, 1, "job %s granted to %v", id, h)
+		require.Equal(t, h[0], b.job(t, id).ClaimedBy.RunnerID)
+	}
 }

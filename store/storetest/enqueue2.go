@@ -20,6 +20,7 @@ func enqueueContract2(s suite) {
 	s.run("republishing under the other protocol returns the existing job and keeps its protocol", enqueueAcrossProtocolsKeeps)   // A3
 	s.run("v2: lists every job of every site and protocol in first-enqueue order", enqueue2ListsEveryJobEverySite)                // ST4
 	s.run("v2: keeps no tombstone: an id dropped at its deadline can be enqueued afresh", enqueue2KeepsNoTombstone)               // ST2
+	s.run("v2: reports the sealing bookkeeping in Job and Jobs alike", enqueue2ReportsBookkeeping)                                // §6.1
 }
 
 func enqueue2CreatesQueuedJobTagged(t *testing.T, b *bundle) {
@@ -120,4 +121,23 @@ func enqueue2KeepsNoTombstone(t *testing.T, b *bundle) {
 	b.advance(t, time.Second)
 	require.Equal(t, store.EnqueueResult{State: store.Queued, Created: true}, b.enqueue2On(t, Site, b.stub2(t, "a")))
 	require.Nil(t, b.requireState(t, "a", store.Queued).ClaimedBy)
+}
+
+func enqueue2ReportsBookkeeping(t *testing.T, b *bundle) {
+	b.enqueue2(t, "a")
+	b.claim2One(t, alice)
+	b.lapse(t)
+	c := b.claim2One(t, alice)
+	now := b.now(t)
+	b.release2(t, store.ReleaseInput{RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: protocol.ReasonRefused, RetryAfterMs: 5_000})
+	j := b.requireState(t, "a", store.Queued)
+	require.Equal(t, store.Proto2, j.Proto)
+	require.Equal(t, 1, j.SealAttempts)
+	require.Equal(t, alice.runner, j.ReofferTo)
+	require.Positive(t, j.ReofferUntil)
+	require.Equal(t, []string{alice.runner}, j.RefusedBy)
+	require.Equal(t, map[string]int64{alice.runner: now + 5_000}, j.RetryAfter)
+	all, err := b.s.Jobs(b.ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, []store.Job{j}, all)
 }
