@@ -17,30 +17,31 @@ var runner9 = device{runner: "runner_9", owner: "alice"}
 
 // claimContract2 lists the protocol "2" claim cases.
 func claimContract2(s suite) {
-	s.run("v2: grants a stub with a lease stamped from the store clock", claim2GrantsStubStampedFromStoreClock)                                      // published case 38
-	s.run("v2: hands one route at most two unsealed grants at a time", claim2HandsOneRouteTwoUnsealed)                                               // published case 2
-	s.run("v2: counts the cap per owner, not per site", claim2CountsCapPerOwner)                                                                     // published case 3
-	s.run("v2: counts the cap per site, not per owner alone", claim2CountsCapPerSite)                                                                // R4.4.1
-	s.run("v2: counts the cap across every device serving the route", claim2CountsCapAcrossDevices)                                                  // R4.4.1
-	s.run("v2: lets a sealing site keep working", claim2LetsSealingSiteKeepWorking)                                                                  // published case 6
-	s.run("v2: frees a slot when a grant is released", claim2FreesSlotWhenReleased)                                                                  // R4.4.1
-	s.run("v0: has no unsealed cap, and its grants do not count toward protocol 2's", claim0HasNoCap)                                                // §2.4.3
-	s.run("v2: re-offers an abandoned grant only to the device that abandoned it", claim2ReoffersAbandonedGrantOnly)                                 // published case 4
-	s.run("v2: leaves an unabandoned job free for whoever asks", claim2LeavesUnabandonedJobFree)                                                     // published case 5
-	s.run("D8_ReofferEndsOnRefusal: a re-offered job is claimable by others once its runner refused it", claim2ReofferEndsOnRefusal)                 // D8, S44
-	s.run("D8_ReofferEndsAfterOneWindow: a re-offered job is claimable by others once its runner let one window pass", claim2ReofferEndsAfterWindow) // D8
-	s.run("D8_ReofferRestartsOnOwnLapse: the re-offer runner's own next lapse re-offers it for another window", claim2ReofferRestartsOnOwnLapse)     // D8, §4.5
-	s.run("v2: grants only what the routes allow", claim2GrantsOnlyWhatRoutesAllow)                                                                  // published case 8
-	s.run("v2: honours a private job's audience", claim2HonoursPrivateAudience)                                                                      // published case 14
-	s.run("v2: still offers a private job to its owner's own machine", claim2OffersPrivateToOwner)                                                   // published case 15
-	s.run("v2: offers a roster member's team job, not their private one, to the roster owner's machine", claim2OffersTeamJobToRoster)                // R4.2.4
-	s.run("v2: offers a job to any device that serves its kind", claim2OffersJobServesKind)                                                          // published case 29
-	s.run("v2: does not offer a job to a device that serves a different kind", claim2DoesNotOfferOtherKind)                                          // published case 30
-	s.run("v2: grants across routes of several sites in first-enqueue order", claim2GrantsAcrossSitesInOrder)                                        // R4.1.5
-	s.run("sees only its own protocol's jobs, both ways", claimSeesOnlyOwnProtocol)                                                                  // §2.4.3 item 3
-	s.run("v2: stops offering a cancelled job to anyone", claim2StopsOfferingCancelled)                                                              // §4.3 step 8
-	s.run("v2: does not hand out a stub it cannot parse, and still grants the rest", claim2DoesNotHandOutUnparseableStub)                            // published case 13
-	s.run("v2: grants each job to exactly one of many concurrent claimers, never past a route's cap", claim2GrantsEachJobOnceConcurrently)           // G1, R4.4.1
+	s.run("v2: grants a stub with a lease stamped from the store clock", claim2GrantsStubStampedFromStoreClock)                                                                 // published case 38
+	s.run("v2: hands one route at most two unsealed grants at a time", claim2HandsOneRouteTwoUnsealed)                                                                          // published case 2
+	s.run("v2: counts the cap per owner, not per site", claim2CountsCapPerOwner)                                                                                                // published case 3
+	s.run("v2: counts the cap per site, not per owner alone", claim2CountsCapPerSite)                                                                                           // R4.4.1
+	s.run("v2: counts the cap across every device serving the route", claim2CountsCapAcrossDevices)                                                                             // R4.4.1
+	s.run("v2: lets a sealing site keep working", claim2LetsSealingSiteKeepWorking)                                                                                             // published case 6
+	s.run("v2: frees a slot when a grant is released", claim2FreesSlotWhenReleased)                                                                                             // R4.4.1
+	s.run("v0: has no unsealed cap, and its grants do not count toward protocol 2's", claim0HasNoCap)                                                                           // §2.4.3
+	s.run("v2: re-offers an abandoned grant only to the device that abandoned it", claim2ReoffersAbandonedGrantOnly)                                                            // published case 4
+	s.run("v2: leaves an unabandoned job free for whoever asks", claim2LeavesUnabandonedJobFree)                                                                                // published case 5
+	s.run("D8_ReofferEndsOnRefusal: a re-offered job is claimable by others once its runner refused it", claim2ReofferEndsOnRefusal)                                            // D8, S44
+	s.run("D8_ReofferEndsAfterOneWindow: a re-offered job is claimable by others once its runner let one window pass", claim2ReofferEndsAfterWindow)                            // D8
+	s.run("D8_ReofferRestartsOnOwnLapse: the re-offer runner's own next lapse re-offers it for another window", claim2ReofferRestartsOnOwnLapse)                                // D8, §4.5
+	s.run("D8_ReofferWindowFollowsTheLapse: a lapse applied late re-offers for one window past the lapsed sealing window, not past the sweep", claim2ReofferWindowFollowsLapse) // D8
+	s.run("v2: grants only what the routes allow", claim2GrantsOnlyWhatRoutesAllow)                                                                                             // published case 8
+	s.run("v2: honours a private job's audience", claim2HonoursPrivateAudience)                                                                                                 // published case 14
+	s.run("v2: still offers a private job to its owner's own machine", claim2OffersPrivateToOwner)                                                                              // published case 15
+	s.run("v2: offers a roster member's team job, not their private one, to the roster owner's machine", claim2OffersTeamJobToRoster)                                           // R4.2.4
+	s.run("v2: offers a job to any device that serves its kind", claim2OffersJobServesKind)                                                                                     // published case 29
+	s.run("v2: does not offer a job to a device that serves a different kind", claim2DoesNotOfferOtherKind)                                                                     // published case 30
+	s.run("v2: grants across routes of several sites in first-enqueue order", claim2GrantsAcrossSitesInOrder)                                                                   // R4.1.5
+	s.run("sees only its own protocol's jobs, both ways", claimSeesOnlyOwnProtocol)                                                                                             // §2.4.3 item 3
+	s.run("v2: stops offering a cancelled job to anyone", claim2StopsOfferingCancelled)                                                                                         // §4.3 step 8
+	s.run("v2: does not hand out a stub it cannot parse, and still grants the rest", claim2DoesNotHandOutUnparseableStub)                                                       // published case 13
+	s.run("v2: grants each job to exactly one of many concurrent claimers, never past a route's cap", claim2GrantsEachJobOnceConcurrently)                                      // G1, R4.4.1
 }
 
 func claim2GrantsStubStampedFromStoreClock(t *testing.T, b *bundle) {
@@ -304,4 +305,15 @@ func claim2GrantsEachJobOnceConcurrently(t *testing.T, b *bundle) {
 		require.Len(t, h, 1, "job %s granted to %v", id, h)
 		require.Equal(t, h[0], b.job(t, id).ClaimedBy.RunnerID)
 	}
+}
+
+func claim2ReofferWindowFollowsLapse(t *testing.T, b *bundle) {
+	b.enqueue2(t, "a")
+	b.claim2One(t, alice)
+	awaitingUntil := b.job(t, "a").AwaitingUntil
+	b.advance(t, sealingWindow+4*time.Second)
+	require.Equal(t, []string{"a"}, b.sweep(t).Lapsed)
+	require.Equal(t, awaitingUntil+protocol.AwaitingPayloadMs, b.requireState(t, "a", store.Queued).ReofferUntil)
+	b.advance(t, sealingWindow-4*time.Second)
+	require.Equal(t, "a", b.claim2One(t, alice2).ID, "one window after the lapse, whenever it was applied")
 }

@@ -12,14 +12,15 @@ import (
 
 // fetchContract2 lists the protocol "2" fetch cases.
 func fetchContract2(s suite) {
-	s.run("v2: refuses a stale lease and honours the current one", fetch2RefusesStaleLease)                                 // published case 9
-	s.run("v2: will not answer for one job with another job's lease", fetch2WillNotAnswerWithAnotherJobsLease)              // published case 10
-	s.run("v2: refuses a payload for a job that already finished", fetch2RefusesFinishedJob)                                // published case 27
-	s.run("v2: says not-ready for a job finished without a payload", fetch2NotReadyForJobFinishedWithoutPayload)            // ST9, S15
-	s.run("v2: tells a runner nothing about another site's job id", fetch2TellsNothingAboutAnotherSitesJob)                 // published case 28
-	s.run("v2: answers not-holder only for another runner's current lease on that job", fetch2NotHolderOnlyForCurrentLease) // R4.1.3
-	s.run("v2: resolves by the lease which of two sites' same-id jobs is meant", fetch2ResolvesByLeaseAcrossSites)          // R4.1.3
-	s.run("holder-scoped calls find only their own protocol's jobs, both ways", fetchFindsOnlyOwnProtocol)                  // §2.4.3 item 6
+	s.run("v2: refuses a stale lease and honours the current one", fetch2RefusesStaleLease)                                        // published case 9
+	s.run("v2: will not answer for one job with another job's lease", fetch2WillNotAnswerWithAnotherJobsLease)                     // published case 10
+	s.run("v2: refuses a payload for a job that already finished", fetch2RefusesFinishedJob)                                       // published case 27
+	s.run("v2: says not-ready for a job finished without a payload", fetch2NotReadyForJobFinishedWithoutPayload)                   // ST9, S15
+	s.run("v2: tells a runner nothing about another site's job id", fetch2TellsNothingAboutAnotherSitesJob)                        // published case 28
+	s.run("v2: answers not-holder only for another runner's current lease on that job", fetch2NotHolderOnlyForCurrentLease)        // R4.1.3
+	s.run("v2: resolves by the lease which of two sites' same-id jobs is meant", fetch2ResolvesByLeaseAcrossSites)                 // R4.1.3
+	s.run("holder-scoped calls find only their own protocol's jobs, both ways", fetchFindsOnlyOwnProtocol)                         // §2.4.3 item 6
+	s.run("v2: answers a lapsed grant not-found, whether or not a sweep ran (relayd G8)", fetch2LapsedGrantSameWithOrWithoutSweep) // R4.1.3, G8
 }
 
 // resultContract2 lists the protocol "2" result cases.
@@ -355,4 +356,22 @@ func renew2HasNoStateGuard(t *testing.T, b *bundle) {
 	require.Equal(t, []store.Renewal{{JobID: "done", ExpiresAt: now + leaseMs}, {JobID: "awaiting", ExpiresAt: now + leaseMs}}, res.Renewed)
 	require.Equal(t, awaitingUntil, b.job(t, "awaiting").AwaitingUntil, "the sealing window is not extended")
 	b.requireState(t, "done", store.Done)
+}
+
+func fetch2LapsedGrantSameWithOrWithoutSweep(t *testing.T, b *bundle) {
+	b.enqueue2(t, "unswept", "swept")
+	cs := b.claim2(t, alice, 10)
+	for _, c := range cs {
+		b.sealOn(t, Site, c)
+	}
+	b.advance(t, leaseMs*time.Millisecond)
+	_, err := b.fetch2(cs[0])
+	requireRefusal(t, err, store.RefusedNotFound)
+	_, err = b.result2(cs[0], protocol.DispositionOK)
+	requireRefusal(t, err, store.RefusedNotFound)
+	require.Equal(t, []string{"swept"}, b.sweep(t).Requeued, "the unswept job was requeued by the fetch")
+	_, err = b.fetch2(cs[1])
+	requireRefusal(t, err, store.RefusedNotFound)
+	require.Equal(t, []protocol.LeaseRef{ref(cs[0]), ref(cs[1])}, b.renew2(t, alice.runner, ref(cs[0]), ref(cs[1])).Lost)
+	b.requireState(t, "unswept", store.Queued)
 }
