@@ -119,7 +119,7 @@ func BenchmarkClaimWithQueued(b *testing.B) {
 		})
 	}
 	for _, k := range []string{"job", "order", "deadline", "queue"} {
-		n, err := client.Do(context.Background(), client.B().MemoryUsage().Key(s.prefix+k).Samples(0).Build()).AsInt64()
+		n, err := client.Do(context.Background(), client.B().MemoryUsage().Key(s.key(k)).Samples(0).Build()).AsInt64()
 		if err == nil {
 			b.Logf("MEMORY USAGE %s (1M+ jobs): %d bytes, %.0f B/job", k, n, float64(n)/float64(have))
 		}

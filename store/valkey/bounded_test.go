@@ -143,7 +143,7 @@ func TestClaimStepsOverRefusalRunsOnly(t *testing.T) {
 
 	require.Equal(t, []string{"j3", "j6", "j9"}, claimedIDs(mustClaim(t, s, "r1", 10)))
 	require.Equal(t, []string{"j1", "j2", "j4", "j5", "j7", "j8"}, claimedIDs(mustClaim(t, s, "r2", 10)))
-	refusals, err := s.client.Do(ctx, s.client.B().Zcard().Key(s.prefix+"refusals").Build()).AsInt64()
+	refusals, err := s.client.Do(ctx, s.client.B().Zcard().Key(s.key("refusals")).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Zero(t, refusals, "refusals are filed only for queued jobs")
 }

@@ -62,6 +62,12 @@ func decodeJob(id, raw string, payload, result *string) (store.Job, error) {
 		Cancelled:   f[fieldCancelled] == "1",
 		Disposition: f[fieldDisp],
 	}
+	if j.Proto, err = decodeProto(f[fieldProto]); err != nil {
+		return store.Job{}, fmt.Errorf("job %q: %w", id, err)
+	}
+	if err := decodeBookkeeping(&j, f); err != nil {
+		return store.Job{}, fmt.Errorf("job %q: %w", id, err)
+	}
 	if err := json.Unmarshal([]byte(f[fieldStub]), &j.Stub); err != nil {
 		j.Stub = protocol.JobStub{ID: id}
 	}
@@ -95,10 +101,58 @@ func decodeJob(id, raw string, payload, result *string) (store.Job, error) {
 	return j, nil
 }
 
+func decodeProto(s string) (store.Proto, error) {
+	switch s {
+	case "0":
+		return store.Proto0, nil
+	case "2":
+		return store.Proto2, nil
+	}
+	return 0, fmt.Errorf("protocol tag %q: %w", s, errUnreadable)
+}
+
+// decodeBookkeeping reads the proto-2 sealing-window fields and the
+// not-before times ('' where unset).
+func decodeBookkeeping(j *store.Job, f []string) error {
+	var err error
+	if j.SealAttempts, err = optionalInt(f[fieldSealAttempts]); err != nil {
+		return fmt.Errorf("seal attempts: %w", err)
+	}
+	j.ReofferTo = f[fieldReofferTo]
+	if until, err := optionalInt(f[fieldReofferUntil]); err != nil {
+		return fmt.Errorf("re-offer until: %w", err)
+	} else {
+		j.ReofferUntil = int64(until)
+	}
+	if f[fieldRetryAfter] == "" {
+		return nil
+	}
+	pairs, err := unframe(f[fieldRetryAfter])
+	if err != nil || len(pairs)%2 != 0 {
+		return fmt.Errorf("not-before times: %w", errBadFrame)
+	}
+	j.RetryAfter = map[string]int64{}
+	for i := 0; i < len(pairs); i += 2 {
+		at, err := strconv.ParseInt(pairs[i+1], 10, 64)
+		if err != nil {
+			return fmt.Errorf("not-before time: %w", err)
+		}
+		j.RetryAfter[pairs[i]] = at
+	}
+	return nil
+}
+
+func optionalInt(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.Atoi(s)
+}
+
 // decodePresence builds a store.Presence from its stored record.
 func decodePresence(runner, raw string) (store.Presence, error) {
 	f, err := unframe(raw)
-	if err != nil || len(f) < presenceFields || f[presenceVersion] != recordFormat {
+	if err != nil || len(f) < presenceRequired || f[presenceVersion] != presenceFormat {
 		return store.Presence{}, fmt.Errorf("presence %q: %w", runner, errUnreadable)
 	}
 	p := store.Presence{RunnerID: runner, Owner: f[presenceOwner]}
@@ -108,5 +162,17 @@ func decodePresence(runner, raw string) (store.Presence, error) {
 	if p.LastSeenAt, err = strconv.ParseInt(f[presenceSeen], 10, 64); err != nil {
 		return store.Presence{}, fmt.Errorf("presence %q: last seen: %w", runner, err)
 	}
+	if len(f) > presenceWithheld {
+		p.Capabilities = rawOrNil(f[presenceCapabilities])
+		p.Withheld = rawOrNil(f[presenceWithheld])
+	}
 	return p, nil
+}
+
+// rawOrNil reads stored JSON, "" standing for never said.
+func rawOrNil(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }

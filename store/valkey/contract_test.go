@@ -2,6 +2,7 @@ package valkey
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -90,14 +91,22 @@ func writeLegacyJob(t testing.TB, s *Store, id, site, owner, kind string) {
 		t.Fatal(err)
 	}
 	legacy, _ := json.Marshal(map[string]any{"id": id, "kind": kind, "owner": owner, "audience": "public", "sizeClass": "small", "streaming": false, "deadlineAt": stub.DeadlineAt})
-	rewriteRecord(t, s, id, func(f []string) []string { f[fieldStub] = string(legacy); return f })
+	rewriteRecord(t, s, site, id, func(f []string) []string { f[fieldStub] = string(legacy); return f })
 }
 
+// key is the full name of the key a script knows as K.<name>.
+func (s *Store) key(name string) string { return s.prefix + keySuffix(name) }
+
+// jobKey is the field naming a job of a site in the job hashes, as
+// job_key in common.lua builds it.
+func jobKey(site, id string) string { return strconv.Itoa(len(site)) + ":" + site + id }
+
 // rewriteRecord edits a stored job record in place.
-func rewriteRecord(t testing.TB, s *Store, id string, edit func([]string) []string) {
+func rewriteRecord(t testing.TB, s *Store, site, id string, edit func([]string) []string) {
 	t.Helper()
 	c := s.client
-	raw, err := c.Do(t.Context(), c.B().Hget().Key(s.prefix+"job").Field(id).Build()).ToString()
+	id = jobKey(site, id)
+	raw, err := c.Do(t.Context(), c.B().Hget().Key(s.key("job")).Field(id).Build()).ToString()
 	if err != nil {
 		t.Fatalf("reading record %s: %v", id, err)
 	}
@@ -105,7 +114,7 @@ func rewriteRecord(t testing.TB, s *Store, id string, edit func([]string) []stri
 	if err != nil {
 		t.Fatalf("record %s: %v", id, err)
 	}
-	if err := c.Do(t.Context(), c.B().Hset().Key(s.prefix+"job").FieldValue().FieldValue(id, frame(edit(f)...)).Build()).Error(); err != nil {
+	if err := c.Do(t.Context(), c.B().Hset().Key(s.key("job")).FieldValue().FieldValue(id, frame(edit(f)...)).Build()).Error(); err != nil {
 		t.Fatalf("writing record %s: %v", id, err)
 	}
 }

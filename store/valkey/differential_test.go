@@ -52,8 +52,8 @@ func TestAgreesWithMemoryStore(t *testing.T) {
 }
 
 type grant struct {
-	job, runner string
-	vkID, memID string
+	job, site, runner string
+	vkID, memID       string
 }
 
 type diff struct {
@@ -149,20 +149,20 @@ func (d *diff) step(step int) {
 			require.Equal(t, mc[i].JobStub, vc[i].JobStub, "step %d claim order", step)
 			require.Equal(t, mc[i].Lease.ExpiresAt, vc[i].Lease.ExpiresAt)
 			d.leases[vc[i].Lease.ID] = mc[i].Lease.ID
-			d.grants = append(d.grants, grant{job: mc[i].ID, runner: rn.id, vkID: vc[i].Lease.ID, memID: mc[i].Lease.ID})
+			d.grants = append(d.grants, grant{job: mc[i].ID, site: d.siteOf(mc[i].ID), runner: rn.id, vkID: vc[i].Lease.ID, memID: mc[i].Lease.ID})
 		}
 	case 5:
-		rn := pick(r, diffRunners)
+		rn, site := pick(r, diffRunners), pick(r, diffSites)
 		var vl, ml []protocol.LeaseRef
 		for _, g := range d.grants {
-			if g.runner == rn.id && r.IntN(2) == 0 {
+			if g.runner == rn.id && d.siteNow(g) == site && r.IntN(2) == 0 {
 				vl = append(vl, protocol.LeaseRef{JobID: g.job, LeaseID: g.vkID})
 				ml = append(ml, protocol.LeaseRef{JobID: g.job, LeaseID: g.memID})
 			}
 		}
 		reason := pick(r, []string{protocol.ReasonRefused, protocol.ReasonShutdown, ""})
-		vr, ve := d.vk.Release(ctx, store.ReleaseInput{RunnerID: rn.id, Leases: vl, Reason: reason})
-		mr, me := d.mem.Release(ctx, store.ReleaseInput{RunnerID: rn.id, Leases: ml, Reason: reason})
+		vr, ve := d.vk.Release(ctx, store.ReleaseInput{SiteID: site, RunnerID: rn.id, Leases: vl, Reason: reason})
+		mr, me := d.mem.Release(ctx, store.ReleaseInput{SiteID: site, RunnerID: rn.id, Leases: ml, Reason: reason})
 		d.sameErr("release", ve, me)
 		require.Equal(t, mr, vr, "step %d release", step)
 	case 6:
@@ -176,8 +176,8 @@ func (d *diff) step(step int) {
 		if !ok {
 			return
 		}
-		vp, ve := d.vk.Fetch(ctx, store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID})
-		mp, me := d.mem.Fetch(ctx, store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.memID})
+		vp, ve := d.vk.Fetch(ctx, store.LeaseInput{SiteID: d.siteNow(g), JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID})
+		mp, me := d.mem.Fetch(ctx, store.LeaseInput{SiteID: d.siteNow(g), JobID: g.job, RunnerID: g.runner, LeaseID: g.memID})
 		d.sameErr("take", ve, me)
 		require.Equal(t, mp, vp)
 	case 8:
@@ -186,8 +186,8 @@ func (d *diff) step(step int) {
 			return
 		}
 		e, disp := env("result", fmt.Sprint(step)), pick(r, []string{"ok", "error"})
-		vr, ve := d.vk.Result(ctx, store.ResultInput{LeaseInput: store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID}, Envelope: e, Disposition: disp})
-		mr, me := d.mem.Result(ctx, store.ResultInput{LeaseInput: store.LeaseInput{JobID: g.job, RunnerID: g.runner, LeaseID: g.memID}, Envelope: e, Disposition: disp})
+		vr, ve := d.vk.Result(ctx, store.ResultInput{LeaseInput: store.LeaseInput{SiteID: d.siteNow(g), JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID}, Envelope: e, Disposition: disp})
+		mr, me := d.mem.Result(ctx, store.ResultInput{LeaseInput: store.LeaseInput{SiteID: d.siteNow(g), JobID: g.job, RunnerID: g.runner, LeaseID: g.memID}, Envelope: e, Disposition: disp})
 		d.sameErr("complete", ve, me)
 		require.Equal(t, mr, vr)
 	case 9:
@@ -202,16 +202,17 @@ func (d *diff) step(step int) {
 		mr, me := d.mem.CancelRequests(ctx, store.CancelRequestsInput{RunnerID: rn.id})
 		d.sameErr("cancelRequests", ve, me)
 		require.Equal(t, grantJobs(mr), grantJobs(vr), "step %d cancelRequests", step)
+		site := pick(r, diffSites)
 		var vl, ml []protocol.LeaseRef
 		for _, g := range d.grants {
-			if g.runner == rn.id && r.IntN(2) == 0 {
+			if g.runner == rn.id && d.siteNow(g) == site && r.IntN(2) == 0 {
 				vl = append(vl, protocol.LeaseRef{JobID: g.job, LeaseID: g.vkID})
 				ml = append(ml, protocol.LeaseRef{JobID: g.job, LeaseID: g.memID})
 			}
 		}
 		leaseMs := int64(1_000 + r.IntN(30_000))
-		vn, ve := d.vk.Renew(ctx, store.RenewInput{RunnerID: rn.id, Leases: vl, LeaseMs: leaseMs})
-		mn, me := d.mem.Renew(ctx, store.RenewInput{RunnerID: rn.id, Leases: ml, LeaseMs: leaseMs})
+		vn, ve := d.vk.Renew(ctx, store.RenewInput{SiteID: site, RunnerID: rn.id, Leases: vl, LeaseMs: leaseMs})
+		mn, me := d.mem.Renew(ctx, store.RenewInput{SiteID: site, RunnerID: rn.id, Leases: ml, LeaseMs: leaseMs})
 		d.sameErr("renew", ve, me)
 		require.Equal(t, mn.Renewed, vn.Renewed, "step %d renew", step)
 		require.Equal(t, grantJobs(mn.Lost), grantJobs(vn.Lost), "step %d renew lost", step)
@@ -243,6 +244,29 @@ func (d *diff) step(step int) {
 		advance(t, d.vk, dt)
 		d.clk.Advance(dt)
 	}
+}
+
+// siteOf is the site of the live job with a proto-0 id, as a relay that
+// names proto-0 jobs by id alone would find it (ids are unique across
+// sites by id-taken), or "" when there is none.
+func (d *diff) siteOf(id string) string {
+	js, err := d.mem.Jobs(d.t.Context(), 0)
+	require.NoError(d.t, err)
+	for _, j := range js {
+		if j.ID == id {
+			return j.SiteID
+		}
+	}
+	return ""
+}
+
+// siteNow is where a proto-0 call about g's job looks: the job's site
+// now, or the grant's when the job is gone.
+func (d *diff) siteNow(g grant) string {
+	if s := d.siteOf(g.job); s != "" {
+		return s
+	}
+	return g.site
 }
 
 func (d *diff) ids(s store.RoutingStore) map[string]bool {

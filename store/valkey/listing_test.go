@@ -48,7 +48,7 @@ func TestResultsListingReusesDecodingsOnlyOfUnchangedBytes(t *testing.T) {
 	require.NoError(t, err)
 	other, err := json.Marshal(env(protocol.DirectionResult, "rewritten"))
 	require.NoError(t, err)
-	require.NoError(t, s.client.Do(ctx, s.client.B().Hset().Key(s.prefix+"result").FieldValue().FieldValue("b", string(other)).Build()).Error())
+	require.NoError(t, s.client.Do(ctx, s.client.B().Hset().Key(s.key("result")).FieldValue().FieldValue(jobKey(testSite, "b"), string(other)).Build()).Error())
 	now, err := s.Results(ctx, testSite)
 	require.NoError(t, err)
 	require.True(t, now[0].Cancelled)

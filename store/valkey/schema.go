@@ -16,10 +16,21 @@ import (
 // definitions the scripts use (FORMAT, FIELDS, STATE_*, REFUSED_*, ...),
 // so no script spells a field position, a state or a refusal code itself.
 
-// recordFormat is the job and presence record format the scripts write
-// and read. A record of another format is never acted on but by its
-// deadline.
-const recordFormat = "1"
+// recordFormat is the job record format the scripts write and read. A
+// record of another format is never acted on but by its deadline. Format
+// "2" added the protocol tag and the proto-2 bookkeeping and moved jobs to
+// keys named by (site, id); a sweep moves the format-"1" records an older
+// relay left into it as proto-0 jobs (see migrate_legacy in common.lua).
+const recordFormat = "2"
+
+// legacyFormat is the job record format older relays write, read only to
+// move those jobs into the current format.
+const legacyFormat = "1"
+
+// presenceFormat is the presence record format. Format "1" grew two
+// trailing fields (capabilities, withheld) that older readers ignore, so
+// it kept its number.
+const presenceFormat = "1"
 
 // rememberFor is how long a stamping write keeps its answer for a re-run
 // (see scripts.go).
@@ -43,15 +54,27 @@ const (
 	fieldAwaiting
 	fieldCancelled
 	fieldDisp
+	// Added by format "2"; a format-"1" record ends at fieldDisp.
+	fieldProto
+	fieldJobOwner
+	fieldSealAttempts
+	fieldReofferTo
+	fieldReofferUntil
+	fieldRetryAfter
 	jobFields
 )
+
+// legacyJobFields is how many fields a format-"1" record has before its
+// refusing runners.
+const legacyJobFields = fieldProto
 
 // jobFieldNames are the names the scripts give the job record's fields.
 var jobFieldNames = [jobFields]string{
 	fieldVersion: "v", fieldSite: "site", fieldSeq: "seq", fieldDeadline: "deadline", fieldState: "state",
 	fieldStub: "stub", fieldQueueMember: "qm", fieldRunner: "runner", fieldClaimOwner: "cowner",
 	fieldDevice: "device", fieldLease: "lease", fieldLeaseExpiry: "lexp", fieldAwaiting: "await",
-	fieldCancelled: "cancelled", fieldDisp: "disp",
+	fieldCancelled: "cancelled", fieldDisp: "disp", fieldProto: "proto", fieldJobOwner: "jowner",
+	fieldSealAttempts: "attempts", fieldReofferTo: "reoffer", fieldReofferUntil: "runtil", fieldRetryAfter: "retry",
 }
 
 // grantedDevice is a claim's device as a job record keeps it: its public
@@ -69,13 +92,21 @@ const (
 	presenceOwner
 	presenceDevice
 	presenceSeen
+	// Capabilities and withheld JSON, "" when never said. Records written
+	// before they existed end at presenceSeen.
+	presenceCapabilities
+	presenceWithheld
 	presenceFields
 )
+
+// presenceRequired is how many fields every presence record has.
+const presenceRequired = presenceCapabilities
 
 // presenceFieldNames are the names the scripts give the presence record's
 // fields.
 var presenceFieldNames = [presenceFields]string{
 	presenceVersion: "v", presenceOwner: "owner", presenceDevice: "device", presenceSeen: "seen",
+	presenceCapabilities: "caps", presenceWithheld: "withheld",
 }
 
 // luaName turns a schema word such as "awaiting-payload" into the upper
@@ -89,6 +120,12 @@ func luaName(kind, word string) string {
 func schemaLua() (string, error) {
 	var b strings.Builder
 	b.WriteString("local FORMAT = " + luaString(recordFormat) + "\n")
+	b.WriteString("local LEGACY_FORMAT = " + luaString(legacyFormat) + "\n")
+	b.WriteString("local PRESENCE_FORMAT = " + luaString(presenceFormat) + "\n")
+	b.WriteString("local PRESENCE_REQUIRED = " + strconv.Itoa(presenceRequired) + "\n")
+	b.WriteString("local WINDOW_MS = " + strconv.Itoa(protocol.AwaitingPayloadMs) + "\n")
+	b.WriteString("local UNSEALED_PER_ROUTE = " + strconv.Itoa(store.UnsealedPerRoute) + "\n")
+	b.WriteString("local SEAL_ATTEMPTS = " + strconv.Itoa(store.SealAttemptsBeforeEviction) + "\n")
 	b.WriteString("local REQ_TTL_MS = " + strconv.FormatInt(rememberFor.Milliseconds(), 10) + "\n")
 	for _, s := range store.States() {
 		b.WriteString("local " + luaName("STATE", string(s)) + " = " + luaString(string(s)) + "\n")
@@ -97,6 +134,7 @@ func schemaLua() (string, error) {
 		b.WriteString("local " + luaName("REFUSED", string(c)) + " = " + luaString(string(c)) + "\n")
 	}
 	writeLuaList(&b, "FIELDS", jobFieldNames[:])
+	writeLuaList(&b, "LEGACY_FIELDS", jobFieldNames[:legacyJobFields])
 	writeLuaList(&b, "PRESENCE_FIELDS", presenceFieldNames[:])
 	b.WriteString("local DEVICE_KEY_ID = " + luaString(jsonName(reflect.TypeFor[grantedDevice](), "KeyID")) + "\n")
 	strs, optional, bools, ints, err := stubFields()

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/valkey-io/valkey-go"
@@ -68,11 +69,39 @@ func scripted() []store.Op {
 }
 
 // scriptKeys names the fixed keys every script receives as KEYS, in
-// order. The store prefixes each with its key prefix; common.lua
-// describes them.
+// order, by the names the scripts know them by (K.<name>); keySuffix
+// gives each one's key under the store's prefix. common.lua describes
+// them.
 func scriptKeys() []string {
-	return []string{"job", "payload", "result", "order", "queue", "deadline", "window", "lease",
-		"awaiting", "finished", "cancels", "refusals", "seq", "clock", "presence", "paired"}
+	keys := append(append([]string{}, jobKeys...), jobIndexes...)
+	keys = append(keys, "seq", "clock", "presence", "paired")
+	for _, k := range jobKeys {
+		keys = append(keys, legacyKey+k)
+	}
+	return keys
+}
+
+// jobKeys are the job keys format "1" had too. Format "2" keeps them
+// under new names, so that a relay of either format never meets the
+// other's entries; the old ones reach the scripts as old_<name>, for the
+// sweep to move what an older relay left there.
+var jobKeys = []string{"job", "payload", "result", "order", "queue", "deadline", "window", "lease",
+	"awaiting", "finished", "cancels", "refusals"}
+
+// jobIndexes are the job indexes format "2" added.
+var jobIndexes = []string{"leases", "byid", "unsealed", "sticky", "reoffer"}
+
+const legacyKey = "old_"
+
+// keySuffix is the key, under the store's prefix, of the script key name.
+func keySuffix(name string) string {
+	if old, ok := strings.CutPrefix(name, legacyKey); ok {
+		return old
+	}
+	if slices.Contains(jobKeys, name) || slices.Contains(jobIndexes, name) {
+		return "f2:" + name
+	}
+	return name
 }
 
 // loadScripts builds every operation's script.

@@ -63,7 +63,7 @@ func NewFromClient(client valkey.Client, prefix string) (*Store, error) {
 	}
 	s := &Store{client: client, prefix: prefix, scripts: scripts}
 	for _, k := range scriptKeys() {
-		s.keys = append(s.keys, prefix+k)
+		s.keys = append(s.keys, prefix+keySuffix(k))
 	}
 	return s, nil
 }
@@ -205,9 +205,12 @@ func enqueueCall(s *Store, in store.EnqueueInput) (call, error) {
 	if err != nil {
 		return call{}, fmt.Errorf("valkey store: enqueue: encoding stub: %w", err)
 	}
-	return s.newCall(store.OpEnqueue, in.Stub.ID, in.SiteID, string(stub),
-		in.Stub.Owner, in.Stub.Kind, in.Stub.Audience, strconv.FormatInt(in.Stub.DeadlineAt, 10)), nil
+	return s.newCall(store.OpEnqueue, in.Stub.ID, in.SiteID, string(stub), in.Stub.Owner, in.Stub.Kind,
+		flag(store.OwnerOnly(in.Stub.Audience)), strconv.FormatInt(in.Stub.DeadlineAt, 10), proto(in.Proto)), nil
 }
+
+// proto is how a script reads a protocol tag.
+func proto(p store.Proto) string { return strconv.Itoa(int(p)) }
 
 // Claim implements store.RoutingStore.
 func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
@@ -219,7 +222,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	n := min(max(in.Max, 0), maxGrants)
 	args := make([]string, 0, 10+2*len(in.Routes)+len(in.Kinds)+n)
 	args = append(args, in.RunnerID, in.Owner, string(device), strconv.FormatInt(in.LeaseMs, 10),
-		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(claimSweepBatch), flag(in.Touch), strconv.Itoa(len(in.Routes)))
+		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(claimSweepBatch), flag(in.Touch), proto(in.Proto), strconv.Itoa(len(in.Routes)))
 	for _, r := range in.Routes {
 		args = append(args, r.SiteID, r.Owner)
 	}
@@ -255,7 +258,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 
 // Fetch implements store.RoutingStore.
 func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
-	parts, err := s.execWrite(ctx, s.newCall(store.OpFetch, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch)))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpFetch, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch), proto(in.Proto), in.SiteID))
 	if err != nil {
 		return protocol.SealedEnvelope{}, err
 	}
@@ -275,7 +278,7 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 	if err != nil {
 		return store.ResultOutcome{}, fmt.Errorf("valkey store: result: encoding result: %w", err)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(store.OpResult, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpResult, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID, proto(in.Proto), in.SiteID))
 	if err != nil {
 		return store.ResultOutcome{}, err
 	}
@@ -287,7 +290,7 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 
 // Release implements store.RoutingStore.
 func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, error) {
-	args := []string{in.RunnerID, in.Reason}
+	args := []string{in.RunnerID, in.Reason, proto(in.Proto), in.SiteID, strconv.FormatInt(max(in.RetryAfterMs, 0), 10)}
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}
@@ -322,7 +325,7 @@ func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) 
 
 // CancelRequests implements store.RoutingStore.
 func (s *Store) CancelRequests(ctx context.Context, in store.CancelRequestsInput) ([]protocol.LeaseRef, error) {
-	parts, err := s.execWrite(ctx, s.newCall(store.OpCancelRequests, in.RunnerID))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpCancelRequests, in.RunnerID, proto(in.Proto)))
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +341,7 @@ func (s *Store) CancelRequests(ctx context.Context, in store.CancelRequestsInput
 
 // Renew implements store.RoutingStore.
 func (s *Store) Renew(ctx context.Context, in store.RenewInput) (store.RenewResult, error) {
-	args := []string{in.RunnerID, strconv.FormatInt(in.LeaseMs, 10)}
+	args := []string{in.RunnerID, strconv.FormatInt(in.LeaseMs, 10), proto(in.Proto), in.SiteID}
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}
@@ -374,7 +377,8 @@ func (s *Store) Pair(ctx context.Context, in store.PairInput) (store.Presence, e
 	if err != nil {
 		return store.Presence{}, fmt.Errorf("valkey store: pair: encoding device: %w", err)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(store.OpPair, in.RunnerID, in.Owner, string(device)))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpPair, in.RunnerID, in.Owner, string(device),
+		string(in.Capabilities), flag(in.Capabilities != nil), string(in.Withheld), flag(in.Withheld != nil)))
 	if err != nil {
 		return store.Presence{}, err
 	}
@@ -415,15 +419,20 @@ func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
 	if err != nil {
 		return store.SweepResult{}, err
 	}
-	if err := wantParts(store.OpSweep, parts, 2); err != nil {
+	if err := wantParts(store.OpSweep, parts, 3); err != nil {
 		return store.SweepResult{}, err
 	}
 	requeued, err1 := unframe(parts[0])
 	expired, err2 := unframe(parts[1])
-	if err := errors.Join(err1, err2); err != nil {
+	lapsed, err3 := unframe(parts[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return store.SweepResult{}, fmt.Errorf("valkey store: sweep: %w", err)
 	}
-	return store.SweepResult{Requeued: requeued, Expired: expired}, nil
+	res := store.SweepResult{Requeued: requeued, Expired: expired}
+	if len(lapsed) > 0 {
+		res.Lapsed = lapsed
+	}
+	return res, nil
 }
 
 // nullable reads a reply element that may be nil.
@@ -478,7 +487,7 @@ func jobsFrom(op store.Op, ms []valkey.ValkeyMessage, skipUnreadable bool, l *li
 
 // Job implements store.RoutingStore.
 func (s *Store) Job(ctx context.Context, siteID, id string) (store.Job, bool, error) {
-	msg, err := s.exec(ctx, s.newCall(store.OpJob, id))
+	msg, err := s.exec(ctx, s.newCall(store.OpJob, siteID, id))
 	if err != nil {
 		return store.Job{}, false, err
 	}

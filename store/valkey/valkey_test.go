@@ -432,11 +432,11 @@ func TestUnreadableRecordsAreNeverHandedOut(t *testing.T) {
 	s := newTestStore(t, client)
 
 	mustEnqueue(t, s, "legacy", "future", "garbage", "badjson", "good1")
-	rewriteRecord(t, s, "legacy", func(f []string) []string { f[fieldStub] = `{"id":"legacy","owner":"alice"}`; return f })
-	rewriteRecord(t, s, "future", func(f []string) []string { f[fieldVersion] = "2"; return f })
-	rewriteRecord(t, s, "garbage", func([]string) []string { return []string{"not a record"} })
-	require.NoError(t, client.Do(ctx, client.B().Hset().Key(s.prefix+"job").FieldValue().FieldValue("garbage", "}{ not framed").Build()).Error())
-	rewriteRecord(t, s, "badjson", func(f []string) []string { f[fieldStub] = `{"id":"badjson",`; return f })
+	rewriteRecord(t, s, testSite, "legacy", func(f []string) []string { f[fieldStub] = `{"id":"legacy","owner":"alice"}`; return f })
+	rewriteRecord(t, s, testSite, "future", func(f []string) []string { f[fieldVersion] = "9"; return f })
+	rewriteRecord(t, s, testSite, "garbage", func([]string) []string { return []string{"not a record"} })
+	require.NoError(t, client.Do(ctx, client.B().Hset().Key(s.key("job")).FieldValue().FieldValue(jobKey(testSite, "garbage"), "}{ not framed").Build()).Error())
+	rewriteRecord(t, s, testSite, "badjson", func(f []string) []string { f[fieldStub] = `{"id":"badjson",`; return f })
 	mustEnqueue(t, s, "good2")
 
 	got := mustClaim(t, s, "r1", 64)
@@ -444,7 +444,7 @@ func TestUnreadableRecordsAreNeverHandedOut(t *testing.T) {
 	require.Len(t, got, 2)
 	require.Empty(t, mustClaim(t, s, "r2", 64))
 
-	queued, err := client.Do(ctx, client.B().Zcard().Key(s.prefix+"queue").Build()).AsInt64()
+	queued, err := client.Do(ctx, client.B().Zcard().Key(s.key("queue")).Build()).AsInt64()
 	require.NoError(t, err)
 	require.EqualValues(t, 4, queued, "the four unreadable jobs stay queued")
 	j, ok, err := s.Job(ctx, testSite, "legacy")
@@ -458,7 +458,7 @@ func TestUnreadableRecordsAreNeverHandedOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, 4, "listings skip records they cannot read")
 
-	_, err = s.Fetch(ctx, store.LeaseInput{JobID: "future", RunnerID: "r1", LeaseID: "x"})
+	_, err = s.Fetch(ctx, store.LeaseInput{SiteID: testSite, JobID: "future", RunnerID: "r1", LeaseID: "x"})
 	require.Error(t, err)
 	require.Empty(t, store.RefusalOf(err), "an unreadable record is a failure, not an answer")
 
@@ -466,13 +466,13 @@ func TestUnreadableRecordsAreNeverHandedOut(t *testing.T) {
 	res, err := s.Sweep(ctx)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"legacy", "future", "garbage", "badjson", "good1", "good2"}, res.Expired)
-	left, err := client.Do(ctx, client.B().Hlen().Key(s.prefix+"job").Build()).AsInt64()
+	left, err := client.Do(ctx, client.B().Hlen().Key(s.key("job")).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Zero(t, left)
 	// Entries an unreadable record left in the claim queue are repaired by
 	// the next claim that meets them.
 	require.Empty(t, mustClaim(t, s, "r1", 64))
-	queued, err = client.Do(ctx, client.B().Zcard().Key(s.prefix+"queue").Build()).AsInt64()
+	queued, err = client.Do(ctx, client.B().Zcard().Key(s.key("queue")).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Zero(t, queued)
 }
@@ -556,7 +556,7 @@ func TestD11_GrantRecordedWithoutAKeyIDIsNotSecondGuessed(t *testing.T) {
 	c := mustClaim(t, s, "r1", 1)[0]
 
 	var stored map[string]string
-	rewriteRecord(t, s, "a", func(f []string) []string {
+	rewriteRecord(t, s, testSite, "a", func(f []string) []string {
 		require.NoError(t, json.Unmarshal([]byte(f[fieldDevice]), &stored))
 		old, err := json.Marshal(testDevice)
 		require.NoError(t, err)

@@ -1,16 +1,16 @@
 -- cancel: flag a site's job as cancelled. A queued job leaves its queue; a
--- held, unfinished one is listed for its holder.
+-- held one is listed for its holder (a proto-0 one only while unfinished).
 -- ARGV: job id, site.
 -- Reply: {'ok', exists '1'|'0'}.
 -- Re-run: the flag is already set; nothing changes.
 local now = clock_now()
-local id, site = ARGV[1], ARGV[2]
+local key = job_key(ARGV[2], ARGV[1])
 
-local rec, how = live(id, now)
+local rec, how = live(key, now)
 if how == 'unreadable' then
-  return unreadable(id)
+  return unreadable(key)
 end
-if not rec or rec.site ~= site then
+if not rec then
   return { 'ok', '0' }
 end
 if rec.cancelled == '1' then
@@ -18,9 +18,9 @@ if rec.cancelled == '1' then
 end
 rec.cancelled = '1'
 if rec.state == STATE_QUEUED then
-  queue_out(rec)
-elseif rec.runner ~= '' and rec.state ~= STATE_DONE then
-  redis.call('ZADD', K.cancels, 0, runner_member(rec, id))
+  queue_out(key, rec)
+elseif rec.runner ~= '' and (rec.state ~= STATE_DONE or rec.proto == '2') then
+  redis.call('ZADD', K.cancels, 0, runner_member(rec, key))
 end
-save(id, rec)
+save(key, rec)
 return { 'ok', '1' }

@@ -1,9 +1,13 @@
--- claim: sweep what is due, then grant up to max queued jobs in
--- first-enqueue order across the queues the routes and kinds allow.
+-- claim: sweep what is due, then grant up to max queued jobs of one
+-- protocol in first-enqueue order across the queues the routes and kinds
+-- allow. Proto 2 also keeps at most UNSEALED_PER_ROUTE grants of a route
+-- awaiting their payload (a capped route's queues are not read), offers a
+-- re-offered job only to its runner (from that runner's sticky place, so
+-- jobs held back for others cost nothing) and honours not-before times.
 -- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, sweep batch,
 --       touch '1'|'0' (stamp the runner's presence, whatever is granted),
---       n routes, then n (site, job owner) pairs, k kinds, then k kinds,
---       then one fresh lease id per possible grant.
+--       proto, n routes, then n (site, job owner) pairs, k kinds, then k
+--       kinds, then one fresh lease id per possible grant.
 -- Reply: {'ok', framed [stub, lease id, expiresAt]...}.
 -- Re-run: the answer is remembered under the request id (K.req); a re-run
 -- returns it and grants nothing more.
@@ -21,7 +25,8 @@ local batch = tonumber(ARGV[7])
 if ARGV[8] == '1' then
   stamp_presence(runner, now)
 end
-local pos = 9
+local proto = ARGV[9]
+local pos = 10
 local nroutes = tonumber(ARGV[pos])
 local routes = {}
 for i = 1, nroutes do
@@ -43,6 +48,19 @@ if max > #leases then
 end
 
 sweep(now, batch)
+
+-- unsealed counts each route's proto-2 grants awaiting a payload, read
+-- once and kept up to date as this claim grants.
+local unsealed = {}
+local function capped(route)
+  if proto ~= '2' then
+    return false
+  end
+  if not unsealed[route] then
+    unsealed[route] = tonumber(redis.call('HGET', K.unsealed, route)) or 0
+  end
+  return unsealed[route] >= UNSEALED_PER_ROUTE
+end
 
 -- How many queue entries one claim may step over. An entry is skipped when
 -- this runner refused the job (it stays queued for others) or its record
@@ -67,26 +85,37 @@ local function page(key, c, lo_field, hi, more_field, buf_field, i_field, size_f
   end
 end
 
+-- A cursor walks one list: a claim queue (key K.queue) or this runner's
+-- sticky place for it (key K.sticky, whose members are the queue's
+-- prefixed with lenc(runner)).
 local cursors, known = {}, {}
-local function add(prefix)
-  if known[prefix] then
+local function add(key, prefix, route)
+  if known[key .. prefix] then
     return
   end
-  known[prefix] = true
+  known[key .. prefix] = true
   local lo, hi = lex_range(prefix)
   local rprefix = lenc(runner) .. prefix
   local rlo, rhi = lex_range(rprefix)
   cursors[#cursors + 1] = {
+    key = key, route = route, sticky = key == K.sticky,
     prefix = prefix, lo = lo, hi = hi, buf = {}, i = 1, more = true, n = math.min(max + 1, PAGE),
     rprefix = rprefix, rlo = rlo, rhi = rhi, rbuf = {}, ri = 1, rmore = true, rn = 4,
   }
 end
+local function add_queue(prefix, route)
+  add(K.queue, prefix, route)
+  if proto == '2' then
+    add(K.sticky, lenc(runner) .. prefix, route)
+  end
+end
 if max > 0 then
   for _, r in ipairs(routes) do
+    local route = lenc(r.site) .. r.owner
     for _, kind in ipairs(kinds) do
-      add(queue_prefix(r.site, r.owner, kind, false))
+      add_queue(queue_prefix(proto, r.site, r.owner, kind, false), route)
       if r.owner == owner then
-        add(queue_prefix(r.site, r.owner, kind, true))
+        add_queue(queue_prefix(proto, r.site, r.owner, kind, true), route)
       end
     end
   end
@@ -101,11 +130,14 @@ end
 -- queue in pages from after the last member read, so grants made meanwhile
 -- do not shift it.
 local function head(c)
+  if capped(c.route) then
+    return nil
+  end
   if c.i > #c.buf then
     if not c.more then
       return nil
     end
-    page(K.queue, c, 'lo', c.hi, 'more', 'buf', 'i', 'n')
+    page(c.key, c, 'lo', c.hi, 'more', 'buf', 'i', 'n')
     if #c.buf == 0 then
       return nil
     end
@@ -117,6 +149,9 @@ end
 -- refused_here says whether this runner refused the job with sequence seq
 -- in the cursor's queue, advancing the refusal walk up to it.
 local function refused_here(c, seq)
+  if c.sticky then
+    return false -- a runner that refused a job is never its re-offer runner
+  end
   while true do
     if c.ri > #c.rbuf then
       if not c.rmore then
@@ -139,43 +174,58 @@ end
 
 local granted = {}
 local inspected = 0
+local runner_tag_len = #lenc(runner)
 
--- consider grants the job behind one queue entry, or leaves it.
-local function consider(id, member)
-  local rec, how = load(id)
+-- consider grants the job behind one entry of cursor c, or leaves it.
+local function consider(c, member)
+  local key = id_of(member, c.prefix)
+  local qm = member
+  if c.sticky then
+    qm = string.sub(member, runner_tag_len + 1)
+  end
+  local rec, how = load(key)
   if how == 'missing' then
     -- An entry whose record vanished outside these scripts (an unreadable
     -- record dropped at its deadline): repair what this runner can see.
-    redis.call('ZREM', K.queue, member)
+    redis.call('ZREM', c.key, member)
     redis.call('ZREM', K.refusals, lenc(runner) .. member)
     return
   end
   if how == 'unreadable' then
     return -- never handed out; it stays queued for a reader that knows it
   end
-  if settle(id, rec, now) == 'gone' then
+  if not settled(key, rec, now) then
     return
   end
-  if rec.qm ~= member then
-    redis.call('ZREM', K.queue, member) -- left by an earlier job under this id
+  if rec.qm ~= qm then
+    redis.call('ZREM', c.key, member) -- left by an earlier job under this key
     return
   end
   if rec.state ~= STATE_QUEUED or rec.cancelled == '1' then
-    queue_out(rec) -- an entry that outlived its job's queued spell
+    queue_out(key, rec) -- an entry that outlived its job's queued spell
     return
   end
-  if not valid_stub(rec.stub, id) then
+  if proto == '2' then
+    local only = sticky_for(rec, now)
+    if (only and only ~= runner) or not_before(rec, runner) > now then
+      return -- offered to another runner for now, or to this one later
+    end
+  end
+  if not valid_stub(rec.stub, bare_id(key)) then
     return -- never handed out; it stays queued and blocks nothing
   end
-  queue_out(rec)
+  queue_out(key, rec)
   local lease = leases[#granted / 3 + 1]
   rec.state = STATE_AWAITING_PAYLOAD
   rec.runner, rec.cowner, rec.device, rec.lease = runner, owner, device, lease
   rec.lexp = ms(now + lease_ms)
   rec.await = ms(now + window_ms)
-  save(id, rec)
-  redis.call('ZADD', K.window, rec.await, id)
-  redis.call('ZADD', K.awaiting, 0, site_member(rec, id))
+  save(key, rec)
+  await_in(key, rec)
+  redis.call('HSET', K.leases, lease, key)
+  if proto == '2' then
+    unsealed[c.route] = unsealed[c.route] + 1
+  end
   granted[#granted + 1] = rec.stub
   granted[#granted + 1] = lease
   granted[#granted + 1] = rec.lexp
@@ -187,7 +237,6 @@ end
 -- queue span exactly k queue entries, those entries are all refused. The
 -- longest such run is found by galloping then halving, in O(log) calls
 -- each O(log N), however long the run.
-local runner_tag_len = #lenc(runner)
 local function skip_run(c, member)
   local base = redis.call('ZRANK', K.refusals, c.rbuf[c.ri])
   if not base then
@@ -250,7 +299,7 @@ while #granted / 3 < max and inspected < BUDGET do
     end
   else
     best.i = best.i + 1
-    consider(id_of(best_member, best.prefix), best_member)
+    consider(best, best_member)
   end
 end
 

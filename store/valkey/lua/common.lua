@@ -1,31 +1,45 @@
 -- Shared helpers for every relayd script. The Go loader (scripts.go) puts
 -- a generated header binding KEYS to the table K first, then the schema
--- definitions generated from schema.go (FORMAT, REQ_TTL_MS, STATE_*,
--- REFUSED_*, FIELDS, PRESENCE_FIELDS, DEVICE_KEY_ID, STUB_*)
--- and the top-level definitions below that the operation uses (directly or
--- through each other, in this order), then the operation's own file, so
--- each rule below exists once and a call runs no definition it does not
--- need. This comment is not sent.
+-- definitions generated from schema.go (FORMAT, LEGACY_FORMAT,
+-- PRESENCE_FORMAT, WINDOW_MS, UNSEALED_PER_ROUTE, SEAL_ATTEMPTS,
+-- REQ_TTL_MS, STATE_*, REFUSED_*, FIELDS, LEGACY_FIELDS, PRESENCE_FIELDS,
+-- DEVICE_KEY_ID, STUB_*) and the top-level definitions below that the
+-- operation uses (directly or through each other, in this order), then the
+-- operation's own file, so each rule below exists once and a call runs no
+-- definition it does not need. This comment is not sent.
 --
--- Stored shapes (all under one hash-tagged prefix, so one slot):
---   K.job       hash  job id -> job record (framed, format FORMAT)
---   K.payload   hash  job id -> sealed payload (JSON written by Go)
---   K.result    hash  job id -> sealed result (JSON written by Go)
---   K.order     zset  job id, score = enqueue sequence (every job)
---   K.deadline  zset  job id, score = stub deadlineAt (every job)
---   K.window    zset  job id, score = awaitingUntil (awaiting-payload jobs)
---   K.lease     zset  job id, score = leaseExpiresAt (ready and running jobs)
---   K.queue     zset  lex, score 0: queue prefix .. seq16 .. id (queued, not cancelled)
---   K.awaiting  zset  lex, score 0: site prefix .. seq16 .. id (awaiting-payload jobs)
---   K.finished  zset  lex, score 0: site prefix .. seq16 .. id (done jobs)
---   K.cancels   zset  lex, score 0: runner prefix .. seq16 .. id (cancelled, held, not done)
+-- A job is keyed by (site, id): its job key is lenc(site) .. id (job_key),
+-- which names it in every hash and every index below. Replies name jobs by
+-- their bare id. Stored shapes (all under one hash-tagged prefix, so one
+-- slot):
+--   K.job       hash  job key -> job record (framed, format FORMAT)
+--   K.payload   hash  job key -> sealed payload (JSON written by Go)
+--   K.result    hash  job key -> sealed result (JSON written by Go)
+--   K.order     zset  job key, score = enqueue sequence (every job)
+--   K.deadline  zset  job key, score = stub deadlineAt (every job)
+--   K.window    zset  job key, score = awaitingUntil (awaiting-payload jobs)
+--   K.lease     zset  job key, score = leaseExpiresAt (ready and running jobs)
+--   K.queue     zset  lex, score 0: queue prefix .. seq16 .. key (queued, not
+--                     cancelled, not held back for a re-offer)
+--   K.sticky    zset  lex, score 0: lenc(runner) .. queue member, for a queued
+--                     proto-2 job re-offered only to that runner (D8)
+--   K.reoffer   zset  job key, score = reofferUntil (jobs in K.sticky)
+--   K.awaiting  zset  lex, score 0: site prefix .. seq16 .. key (awaiting-payload jobs)
+--   K.finished  zset  lex, score 0: site prefix .. seq16 .. key (done jobs)
+--   K.cancels   zset  lex, score 0: proto+runner prefix .. seq16 .. key
+--                     (cancelled and held; proto 0: not done)
 --   K.refusals  zset  lex, score 0: lenc(runner) .. queue member, for each runner that
 --                     refused a job while that job is in K.queue (and only then)
+--   K.leases    hash  lease id -> job key, for current grants (kept by completion)
+--   K.byid      zset  lex, score 0: lenc(id) .. '|' .. seq16 .. key (every job)
+--   K.unsealed  hash  lenc(site) .. job owner -> proto-2 jobs awaiting a payload
 --   K.seq       string  the enqueue and pairing sequence
 --   K.clock     string  test-only clock lever (see clock_now); production never writes it
 --   K.presence  hash  runner id -> presence record (framed)
 --   K.paired    zset  runner id, score = sequence at first pairing
 --   K.req       string  (per call) the remembered answer of a stamping write
+--   K.old_job ... K.old_refusals  the format-"1" keyspace older relays use, keyed by bare id;
+--               a sweep moves its jobs here (migrate_legacy)
 --
 -- Lex-ordered sets hold many logical lists in one key: a member starts with
 -- a self-delimiting prefix naming its list, so ZRANGEBYLEX over that prefix
@@ -96,18 +110,44 @@ local function lenc(s)
   return #s .. ':' .. s
 end
 
+-- unlenc reads the lenc'd string at pos of s, returning it and the
+-- position after it, or nil when there is none.
+local function unlenc(s, pos)
+  local colon = string.find(s, ':', pos, true)
+  if not colon then
+    return nil
+  end
+  local n = tonumber(string.sub(s, pos, colon - 1))
+  if not n then
+    return nil
+  end
+  return string.sub(s, colon + 1, colon + n), colon + n + 1
+end
+
+-- job_key names a job by (site, id) in every hash and index.
+local function job_key(site, id)
+  return lenc(site) .. id
+end
+
+-- bare_id is the job id a job key names.
+local function bare_id(key)
+  local _, after = unlenc(key, 1)
+  return string.sub(key, after or 1)
+end
+
 local function seq16(seq)
   return string.format('%016d', tonumber(seq))
 end
 
--- queue_prefix names the claim queue of one site, owner and kind; "self"
--- jobs are kept apart because only the owner's own devices may take them.
-local function queue_prefix(site, owner, kind, self)
+-- queue_prefix names the claim queue of one protocol, site, owner and
+-- kind; owner-only jobs ("self", "private") are kept apart because only
+-- the owner's own devices may take them.
+local function queue_prefix(proto, site, owner, kind, owner_only)
   local class = 'p'
-  if self then
+  if owner_only then
     class = 's'
   end
-  return lenc(site) .. lenc(owner) .. lenc(kind) .. class .. '|'
+  return lenc(proto) .. lenc(site) .. lenc(owner) .. lenc(kind) .. class .. '|'
 end
 
 local function list_prefix(name)
@@ -124,24 +164,25 @@ local function is_int(s)
   return type(s) == 'string' and string.find(s, '^%-?%d+$') ~= nil
 end
 
--- read_record splits a record whose fields are named by names (the format
--- first) into a table by those names, and returns the raw fields too; nil
--- when it is not a record of this format.
-local function read_record(raw, names)
+-- read_record splits a record of a format whose fields are named by names
+-- (the format first) into a table by those names, and returns the raw
+-- fields too; nil when it is not such a record. A record may lack the
+-- fields from index optional on (fields added later read as '').
+local function read_record(raw, format, names, optional)
   local f = unframe(raw)
-  if not f or #f < #names or f[1] ~= FORMAT then
+  if not f or #f < (optional or #names) or f[1] ~= format then
     return nil
   end
   local rec = {}
   for i = 2, #names do
-    rec[names[i]] = f[i]
+    rec[names[i]] = f[i] or ''
   end
   return rec, f
 end
 
 -- write_record frames rec's fields named by names, then the list extra.
-local function write_record(rec, names, extra)
-  local f = { FORMAT }
+local function write_record(rec, format, names, extra)
+  local f = { format }
   for i = 2, #names do
     f[i] = rec[names[i]]
   end
@@ -155,7 +196,7 @@ end
 -- this code does not know: such a record is never acted on but by its
 -- deadline. Job records hold FIELDS, then the refusing runners.
 local function decode_job(raw)
-  local rec, f = read_record(raw, FIELDS)
+  local rec, f = read_record(raw, FORMAT, FIELDS)
   if not rec then
     return nil
   end
@@ -166,23 +207,25 @@ local function decode_job(raw)
   if not is_int(rec.seq) or not is_int(rec.deadline) then
     return nil
   end
-  if (rec.lexp ~= '' and not is_int(rec.lexp)) or (rec.await ~= '' and not is_int(rec.await)) then
-    return nil
+  for _, name in ipairs({ 'lexp', 'await', 'attempts', 'runtil' }) do
+    if rec[name] ~= '' and not is_int(rec[name]) then
+      return nil
+    end
   end
   return rec
 end
 
 local function encode_job(rec)
-  return write_record(rec, FIELDS, rec.refused)
+  return write_record(rec, FORMAT, FIELDS, rec.refused)
 end
 
-local function save(id, rec)
-  redis.call('HSET', K.job, id, encode_job(rec))
+local function save(key, rec)
+  redis.call('HSET', K.job, key, encode_job(rec))
 end
 
 -- load returns the job record and a word: 'ok', 'missing' or 'unreadable'.
-local function load(id)
-  local raw = redis.call('HGET', K.job, id)
+local function load(key)
+  local raw = redis.call('HGET', K.job, key)
   if not raw then
     return nil, 'missing'
   end
@@ -193,16 +236,74 @@ local function load(id)
   return rec, 'ok'
 end
 
-local function unreadable(id)
-  return redis.error_reply('RELAYD-UNREADABLE job record ' .. id .. ' is not in a format this relay reads')
+local function unreadable(key)
+  return redis.error_reply('RELAYD-UNREADABLE job record ' .. bare_id(key) .. ' is not in a format this relay reads')
 end
 
-local function site_member(rec, id)
-  return list_prefix(rec.site) .. seq16(rec.seq) .. id
+local function site_member(rec, key)
+  return list_prefix(rec.site) .. seq16(rec.seq) .. key
 end
 
-local function runner_member(rec, id)
-  return list_prefix(rec.runner) .. seq16(rec.seq) .. id
+-- runner_member files a held job in its holder's cancel list, one list per
+-- protocol, since each protocol's daemon asks only for its own.
+local function runner_member(rec, key)
+  return list_prefix(rec.proto .. rec.runner) .. seq16(rec.seq) .. key
+end
+
+local function id_member(rec, key)
+  return list_prefix(bare_id(key)) .. seq16(rec.seq) .. key
+end
+
+local function route_of(rec)
+  return lenc(rec.site) .. rec.jowner
+end
+
+-- refused_by says whether runner refused the job.
+local function refused_by(rec, runner)
+  for _, r in ipairs(rec.refused) do
+    if r == runner then
+      return true
+    end
+  end
+  return false
+end
+
+-- sticky_for names the one runner a queued job is offered to (D8): the
+-- proto-2 job's re-offer runner, until its re-offer window ends or it
+-- refuses the job; nil when anyone may have it.
+local function sticky_for(rec, now)
+  if rec.proto ~= '2' or rec.reoffer == '' or (tonumber(rec.runtil) or 0) <= now then
+    return nil
+  end
+  if refused_by(rec, rec.reoffer) then
+    return nil
+  end
+  return rec.reoffer
+end
+
+-- not_before reads the runner's not-before time on the job (0 when none).
+local function not_before(rec, runner)
+  local f = unframe(rec.retry) or {}
+  for i = 1, #f - 1, 2 do
+    if f[i] == runner then
+      return tonumber(f[i + 1]) or 0
+    end
+  end
+  return 0
+end
+
+local function set_not_before(rec, runner, at)
+  local f = unframe(rec.retry) or {}
+  local out = {}
+  for i = 1, #f - 1, 2 do
+    if f[i] ~= runner then
+      out[#out + 1] = f[i]
+      out[#out + 1] = f[i + 1]
+    end
+  end
+  out[#out + 1] = runner
+  out[#out + 1] = ms(at)
+  rec.retry = frame(out)
 end
 
 -- refusal_member files a refusal next to the runner's other refusals in the
@@ -211,98 +312,203 @@ local function refusal_member(runner, rec)
   return lenc(runner) .. rec.qm
 end
 
--- queue_in and queue_out put a job in its claim queue and take it out,
--- keeping K.refusals to exactly the refusals of queued jobs: a claim relies
--- on every refusal it reads standing for an entry of the queue.
-local function queue_in(rec)
+-- queue_in and queue_out put a job in its claim queue (or, while it is
+-- re-offered to one runner, in that runner's sticky place) and take it
+-- out, keeping K.refusals to exactly the refusals of jobs in K.queue: a
+-- claim relies on every refusal it reads standing for an entry of the
+-- queue.
+local function queue_in(key, rec, now)
+  local only = sticky_for(rec, now)
+  if only then
+    redis.call('ZADD', K.sticky, 0, lenc(only) .. rec.qm)
+    redis.call('ZADD', K.reoffer, rec.runtil, key)
+    return
+  end
   redis.call('ZADD', K.queue, 0, rec.qm)
   for _, r in ipairs(rec.refused) do
     redis.call('ZADD', K.refusals, 0, refusal_member(r, rec))
   end
 end
 
-local function queue_out(rec)
+local function queue_out(key, rec)
   redis.call('ZREM', K.queue, rec.qm)
   for _, r in ipairs(rec.refused) do
     redis.call('ZREM', K.refusals, refusal_member(r, rec))
   end
+  if rec.reoffer ~= '' then
+    redis.call('ZREM', K.sticky, lenc(rec.reoffer) .. rec.qm)
+    redis.call('ZREM', K.reoffer, key)
+  end
+end
+
+-- await_in and await_out keep the indexes of a job awaiting its payload,
+-- the per-route count of unsealed proto-2 grants (the cap) among them.
+-- Every transition into or out of awaiting-payload goes through them.
+local function await_in(key, rec)
+  redis.call('ZADD', K.window, rec.await, key)
+  redis.call('ZADD', K.awaiting, 0, site_member(rec, key))
+  if rec.proto == '2' then
+    redis.call('HINCRBY', K.unsealed, route_of(rec), 1)
+  end
+end
+
+local function await_out(key, rec)
+  if rec.state ~= STATE_AWAITING_PAYLOAD then
+    return
+  end
+  redis.call('ZREM', K.window, key)
+  redis.call('ZREM', K.awaiting, site_member(rec, key))
+  if rec.proto == '2' and redis.call('HINCRBY', K.unsealed, route_of(rec), -1) <= 0 then
+    redis.call('HDEL', K.unsealed, route_of(rec))
+  end
 end
 
 -- drop deletes a job with everything it holds, payload and result included.
--- rec may be nil for a record this code cannot read: the id-keyed entries
--- go, and a stale lex entry left behind is cleaned up by whoever meets it.
-local function drop(id, rec)
-  redis.call('HDEL', K.job, id)
-  redis.call('HDEL', K.payload, id)
-  redis.call('HDEL', K.result, id)
-  redis.call('ZREM', K.order, id)
-  redis.call('ZREM', K.deadline, id)
-  redis.call('ZREM', K.window, id)
-  redis.call('ZREM', K.lease, id)
+-- rec may be nil for a record this code cannot read: the key-named
+-- entries go, and a stale lex entry left behind is cleaned up by whoever
+-- meets it.
+local function drop(key, rec)
+  redis.call('HDEL', K.job, key)
+  redis.call('HDEL', K.payload, key)
+  redis.call('HDEL', K.result, key)
+  redis.call('ZREM', K.order, key)
+  redis.call('ZREM', K.deadline, key)
+  redis.call('ZREM', K.window, key)
+  redis.call('ZREM', K.lease, key)
+  redis.call('ZREM', K.reoffer, key)
   if rec then
-    queue_out(rec)
-    local sm = site_member(rec, id)
-    redis.call('ZREM', K.awaiting, sm)
-    redis.call('ZREM', K.finished, sm)
+    await_out(key, rec)
+    queue_out(key, rec)
+    redis.call('ZREM', K.finished, site_member(rec, key))
+    redis.call('ZREM', K.byid, id_member(rec, key))
     if rec.runner ~= '' then
-      redis.call('ZREM', K.cancels, runner_member(rec, id))
+      redis.call('ZREM', K.cancels, runner_member(rec, key))
+      redis.call('HDEL', K.leases, rec.lease)
     end
   end
 end
 
 -- requeue puts a job back in its queue at its original place, dropping the
--- grant and the payload but keeping refusals, cancellation and any result.
--- A cancelled job stays out of the queue: it is never offered again.
-local function requeue(id, rec)
-  redis.call('ZREM', K.window, id)
-  redis.call('ZREM', K.lease, id)
-  redis.call('ZREM', K.awaiting, site_member(rec, id))
+-- grant and the payload but keeping refusals, cancellation, any result and
+-- the proto-2 bookkeeping. A cancelled job stays out of the queue: it is
+-- never offered again.
+local function requeue(key, rec, now)
+  await_out(key, rec)
+  redis.call('ZREM', K.lease, key)
   if rec.runner ~= '' then
-    redis.call('ZREM', K.cancels, runner_member(rec, id))
+    redis.call('ZREM', K.cancels, runner_member(rec, key))
+    redis.call('HDEL', K.leases, rec.lease)
   end
-  redis.call('HDEL', K.payload, id)
+  redis.call('HDEL', K.payload, key)
   rec.state = STATE_QUEUED
   rec.runner, rec.cowner, rec.device, rec.lease, rec.lexp, rec.await = '', '', '', '', '', ''
   if rec.cancelled ~= '1' then
-    queue_in(rec)
+    queue_in(key, rec, now)
   end
-  save(id, rec)
+  save(key, rec)
+end
+
+-- lapse applies a proto-2 job's passed sealing window (spec protocol-2
+-- §4.5): the first runner to let one lapse is the one it is re-offered to,
+-- for one window from now (D8); the third lapse in a row evicts it. It
+-- returns 'evicted' or 'lapsed'.
+local function lapse(key, rec, now)
+  if rec.reoffer == '' then
+    rec.reoffer = rec.runner
+  end
+  rec.runtil = ms(now + WINDOW_MS)
+  local attempts = (tonumber(rec.attempts) or 0) + 1
+  if attempts >= SEAL_ATTEMPTS then
+    drop(key, rec)
+    return 'evicted'
+  end
+  rec.attempts = ms(attempts)
+  requeue(key, rec, now)
+  return 'lapsed'
 end
 
 -- settle applies a job's passed deadlines at now (relayd G8): past its
 -- deadline the job is deleted; past its sealing window, or past its lease
--- while ready or running, it goes back to the queue. Bounds are inclusive.
--- It returns 'gone', 'requeued' or 'live'.
-local function settle(id, rec, now)
+-- while ready or running, it goes back to the queue (a proto-2 lapse is
+-- counted and may evict it). Bounds are inclusive. It returns 'gone',
+-- 'evicted', 'lapsed', 'requeued' or 'live'.
+local function settle(key, rec, now)
   if tonumber(rec.deadline) <= now then
-    drop(id, rec)
+    drop(key, rec)
     return 'gone'
   end
   if rec.state == STATE_AWAITING_PAYLOAD then
     if (tonumber(rec.await) or 0) <= now then
-      requeue(id, rec)
+      if rec.proto == '2' then
+        return lapse(key, rec, now)
+      end
+      requeue(key, rec, now)
       return 'requeued'
     end
   elseif (rec.state == STATE_READY or rec.state == STATE_RUNNING) and rec.runner ~= '' then
     if (tonumber(rec.lexp) or 0) <= now then
-      requeue(id, rec)
+      requeue(key, rec, now)
       return 'requeued'
     end
   end
   return 'live'
 end
 
+-- settled settles a loaded job and returns it, or nil when it is gone.
+local function settled(key, rec, now)
+  local out = settle(key, rec, now)
+  if out == 'gone' or out == 'evicted' then
+    return nil
+  end
+  return rec
+end
+
 -- live loads a job and settles it: it returns the record, or nil and
 -- 'missing' (absent or just dropped) or 'unreadable'.
-local function live(id, now)
-  local rec, how = load(id)
+local function live(key, now)
+  local rec, how = load(key)
   if not rec then
     return nil, how
   end
-  if settle(id, rec, now) == 'gone' then
+  rec = settled(key, rec, now)
+  if not rec then
     return nil, 'missing'
   end
   return rec, 'ok'
+end
+
+-- resolve finds the job a holder-scoped call of a protocol names, as
+-- stored (the caller settles it). With a site it is (site, id). Without
+-- one it is lease first (spec protocol-2 §4.1 R4.1.3): the job whose
+-- current grant is lease, if its id is id; else the first job with that id
+-- this runner holds, among as many jobs as sites use the id. It returns
+-- the key, the record and a word as load does.
+local function resolve(proto, site, id, runner, lease)
+  if site ~= '' then
+    local key = job_key(site, id)
+    local rec, how = load(key)
+    if rec and rec.proto ~= proto then
+      return key, nil, 'missing'
+    end
+    return key, rec, how
+  end
+  local key = redis.call('HGET', K.leases, lease)
+  if key and bare_id(key) == id then
+    local rec, how = load(key)
+    if how == 'unreadable' or (rec and rec.proto == proto) then
+      return key, rec, how
+    end
+  end
+  local prefix = list_prefix(id)
+  local lo, hi = lex_range(prefix)
+  for _, member in ipairs(redis.call('ZRANGEBYLEX', K.byid, lo, hi)) do
+    local k = string.sub(member, #prefix + 17)
+    local rec = load(k)
+    if rec and rec.proto == proto and rec.runner == runner then
+      return k, rec, 'ok'
+    end
+  end
+  return job_key(site, id), nil, 'missing'
 end
 
 -- holder_refusal checks a grant in the reference's order: not-holder covers
@@ -328,14 +534,16 @@ local function holder_key_is(rec, kid)
   return dev[DEVICE_KEY_ID] == nil or dev[DEVICE_KEY_ID] == kid
 end
 
--- held returns the live job that runner holds under lease, or nil and the
--- reply that refuses the call (unreadable record, not-found, not-holder,
--- stale-lease), in the reference's order.
-local function held(id, runner, lease, now)
-  local rec, how = live(id, now)
+-- held returns the key and the live job that runner holds under lease, or
+-- nil and the reply that refuses the call (unreadable record, not-found,
+-- not-holder, stale-lease), in the reference's order. The job is resolved
+-- on what is stored, then settled.
+local function held(proto, site, id, runner, lease, now)
+  local key, rec, how = resolve(proto, site, id, runner, lease)
   if how == 'unreadable' then
-    return nil, unreadable(id)
+    return nil, unreadable(key)
   end
+  rec = rec and settled(key, rec, now)
   if not rec then
     return nil, { 'refused', REFUSED_NOT_FOUND }
   end
@@ -343,20 +551,33 @@ local function held(id, runner, lease, now)
   if no then
     return nil, { 'refused', no }
   end
-  return rec
+  return key, rec
+end
+
+-- unstick puts a job whose re-offer window ended back in the open queue.
+local function unstick(key, now)
+  redis.call('ZREM', K.reoffer, key)
+  local rec = load(key)
+  if rec and rec.state == STATE_QUEUED and rec.cancelled ~= '1' then
+    queue_out(key, rec)
+    queue_in(key, rec, now)
+  end
 end
 
 -- sweep applies the deadlines due at now, taking at most batch entries from
--- each deadline index, and returns the requeued and the expired ids, each
--- in first-enqueue order.
+-- each deadline index, and returns the requeued, the expired and the
+-- lapsed job ids (bare), each in first-enqueue order.
 local function sweep(now, batch)
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', K.reoffer, '-inf', now, 'LIMIT', 0, batch)) do
+    unstick(key, now)
+  end
   local due, seen = {}, {}
-  for _, key in ipairs({ K.deadline, K.window, K.lease }) do
-    local ids = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, batch)
-    for _, id in ipairs(ids) do
-      if not seen[id] then
-        seen[id] = true
-        due[#due + 1] = { id = id, seq = tonumber(redis.call('ZSCORE', K.order, id)) or 0 }
+  for _, index in ipairs({ K.deadline, K.window, K.lease }) do
+    local keys = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, batch)
+    for _, key in ipairs(keys) do
+      if not seen[key] then
+        seen[key] = true
+        due[#due + 1] = { key = key, seq = tonumber(redis.call('ZSCORE', K.order, key)) or 0 }
       end
     end
   end
@@ -364,35 +585,39 @@ local function sweep(now, batch)
     if a.seq ~= b.seq then
       return a.seq < b.seq
     end
-    return a.id < b.id
+    return a.key < b.key
   end)
-  local requeued, expired = {}, {}
+  local requeued, expired, lapsed = {}, {}, {}
   for _, d in ipairs(due) do
-    local rec, how = load(d.id)
+    local id = bare_id(d.key)
+    local rec, how = load(d.key)
     if rec then
-      local out = settle(d.id, rec, now)
-      if out == 'gone' then
-        expired[#expired + 1] = d.id
-      elseif out == 'requeued' then
-        requeued[#requeued + 1] = d.id
+      local out = settle(d.key, rec, now)
+      if out == 'gone' or out == 'evicted' then
+        expired[#expired + 1] = id
+      elseif out == 'requeued' or out == 'lapsed' then
+        requeued[#requeued + 1] = id
+      end
+      if out == 'evicted' or out == 'lapsed' then
+        lapsed[#lapsed + 1] = id
       end
     elseif how == 'unreadable' then
       -- Only the deadline is enforced on a record this code cannot read;
       -- its other index entries are dropped so they cannot stall the sweep.
-      local dl = tonumber(redis.call('ZSCORE', K.deadline, d.id))
+      local dl = tonumber(redis.call('ZSCORE', K.deadline, d.key))
       if dl and dl <= now then
-        drop(d.id, nil)
-        expired[#expired + 1] = d.id
+        drop(d.key, nil)
+        expired[#expired + 1] = id
       else
-        redis.call('ZREM', K.window, d.id)
-        redis.call('ZREM', K.lease, d.id)
+        redis.call('ZREM', K.window, d.key)
+        redis.call('ZREM', K.lease, d.key)
       end
     else
       -- An index entry without a job: repair.
-      drop(d.id, nil)
+      drop(d.key, nil)
     end
   end
-  return requeued, expired
+  return requeued, expired, lapsed
 end
 
 -- valid_stub says whether a stored stub would decode as the JobStub it was
@@ -440,9 +665,10 @@ local function remember(answer)
 end
 
 -- Presence records hold PRESENCE_FIELDS: format, owner, device JSON,
--- lastSeenAt.
+-- lastSeenAt, then capabilities and withheld JSON ('' when never said),
+-- which records written before them lack.
 local function decode_presence(raw)
-  local p = read_record(raw, PRESENCE_FIELDS)
+  local p = read_record(raw, PRESENCE_FORMAT, PRESENCE_FIELDS, PRESENCE_REQUIRED)
   if not p or not is_int(p.seen) then
     return nil
   end
@@ -450,7 +676,7 @@ local function decode_presence(raw)
 end
 
 local function encode_presence(p)
-  return write_record(p, PRESENCE_FIELDS, {})
+  return write_record(p, PRESENCE_FORMAT, PRESENCE_FIELDS, {})
 end
 
 -- stamp_presence sets a paired runner's last-seen time to now and says
@@ -465,20 +691,22 @@ local function stamp_presence(runner, now)
   return true
 end
 
--- read_jobs returns, for each id, id, record, payload and result (false
--- where absent, and for the payload unless with_payload), flat.
-local function read_jobs(ids, with_payload)
+-- read_jobs returns, for each job key, the bare id, record, payload and
+-- result (false where absent, and for the payload unless with_payload),
+-- flat.
+local function read_jobs(keys, with_payload)
   local out = {}
-  for _, id in ipairs(ids) do
-    out[#out + 1] = id
-    out[#out + 1] = redis.call('HGET', K.job, id)
-    out[#out + 1] = with_payload and redis.call('HGET', K.payload, id)
-    out[#out + 1] = redis.call('HGET', K.result, id)
+  for _, key in ipairs(keys) do
+    out[#out + 1] = bare_id(key)
+    out[#out + 1] = redis.call('HGET', K.job, key)
+    out[#out + 1] = with_payload and redis.call('HGET', K.payload, key)
+    out[#out + 1] = redis.call('HGET', K.result, key)
   end
   return out
 end
 
--- id_of strips a lex member's list prefix and sequence.
+-- id_of strips a lex member's list prefix and sequence, leaving the job
+-- key.
 local function id_of(member, prefix)
   return string.sub(member, #prefix + 17)
 end
@@ -506,28 +734,34 @@ end
 
 -- held_touching is held for a daemon call that may also stamp the
 -- runner's presence: touch '1' stamps it first, whatever the outcome.
-local function held_touching(id, runner, lease, touch, now)
+local function held_touching(proto, site, id, runner, lease, touch, now)
   if touch == '1' then
     stamp_presence(runner, now)
   end
-  return held(id, runner, lease, now)
+  return held(proto, site, id, runner, lease, now)
 end
 
--- each_grant visits the (job id, lease id) pairs of ARGV from index 3 on,
--- in order, each job live at now: visit gets the id and the record when
--- runner holds the job under that lease, else nil. An unreadable record
--- stops the walk, and its reply is returned.
-local function each_grant(now, runner, visit)
-  for i = 3, #ARGV - 1, 2 do
+-- each_grant visits the (job id, lease id) pairs of ARGV from index first
+-- on, in order, each job of proto resolved as held does (site '' for lease
+-- first) and live at now: visit gets the id, then the key and the record
+-- when runner holds the job under that lease, else nils. An unreadable
+-- record stops the walk, and its reply is returned.
+local function each_grant(now, proto, site, runner, first, visit)
+  for i = first, #ARGV - 1, 2 do
     local id, lease = ARGV[i], ARGV[i + 1]
-    local rec, how = live(id, now)
+    local key, rec, how = resolve(proto, site, id, runner, lease)
     if how == 'unreadable' then
-      return unreadable(id)
+      return unreadable(key)
     end
+    rec = rec and settled(key, rec, now)
     if rec and holder_refusal(rec, runner, lease) then
       rec = nil
     end
-    visit(id, rec)
+    if rec then
+      visit(id, key, rec)
+    else
+      visit(id)
+    end
   end
   return nil
 end
@@ -541,4 +775,100 @@ local function score_page(index)
     lo = '(' .. ARGV[1]
   end
   return redis.call('ZRANGEBYSCORE', index, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+end
+
+-- legacy_entries lists the format-"1" index entries of an old record
+-- (keyed by bare id), so that moving it leaves none behind.
+local function legacy_entries(id, rec)
+  local site = list_prefix(rec.site) .. seq16(rec.seq) .. id
+  local out = { { K.old_queue, rec.qm }, { K.old_awaiting, site }, { K.old_finished, site } }
+  for _, r in ipairs(rec.refused) do
+    out[#out + 1] = { K.old_refusals, lenc(r) .. rec.qm }
+  end
+  if rec.runner ~= '' then
+    out[#out + 1] = { K.old_cancels, list_prefix(rec.runner) .. seq16(rec.seq) .. id }
+  end
+  return out
+end
+
+-- adopt files a job record moved from the old keyspace in every index its
+-- state puts it in, as the operations that led there would have.
+local function adopt(key, rec, now)
+  redis.call('ZADD', K.order, rec.seq, key)
+  redis.call('ZADD', K.deadline, rec.deadline, key)
+  redis.call('ZADD', K.byid, 0, id_member(rec, key))
+  if rec.runner ~= '' then
+    redis.call('HSET', K.leases, rec.lease, key)
+    if rec.cancelled == '1' and rec.state ~= STATE_DONE then
+      redis.call('ZADD', K.cancels, 0, runner_member(rec, key))
+    end
+  end
+  if rec.state == STATE_QUEUED then
+    if rec.cancelled ~= '1' then
+      queue_in(key, rec, now)
+    end
+  elseif rec.state == STATE_AWAITING_PAYLOAD then
+    await_in(key, rec)
+  elseif rec.state == STATE_DONE then
+    redis.call('ZADD', K.finished, 0, site_member(rec, key))
+  else
+    redis.call('ZADD', K.lease, rec.lexp, key)
+  end
+  save(key, rec)
+end
+
+-- legacy_queue reads the job owner, kind and owner-only class from a
+-- format-"1" queue member: lenc(site) lenc(owner) lenc(kind) class '|' ...
+local function legacy_queue(qm)
+  local _, p1 = unlenc(qm, 1)
+  local owner, p2 = unlenc(qm, p1 or #qm + 1)
+  local kind, p3 = unlenc(qm, p2 or #qm + 1)
+  if not owner or not kind then
+    return nil
+  end
+  return owner, kind, string.sub(qm, p3, p3) == 's'
+end
+
+-- migrate_legacy moves up to batch jobs that a relay of format "1" left
+-- under bare ids into this keyspace as proto-0 jobs of their site, with
+-- their grant, payload and result, so a rolling upgrade strands none. A
+-- record neither format reads keeps only its old deadline.
+local function migrate_legacy(now, batch)
+  for _, id in ipairs(redis.call('ZRANGE', K.old_order, 0, batch - 1)) do
+    redis.call('ZREM', K.old_order, id)
+    local rec, f = read_record(redis.call('HGET', K.old_job, id), LEGACY_FORMAT, LEGACY_FIELDS)
+    local owner, kind, only
+    if rec and is_int(rec.seq) and is_int(rec.deadline) then
+      owner, kind, only = legacy_queue(rec.qm)
+    end
+    if owner then
+      rec.refused = {}
+      for i = #LEGACY_FIELDS + 1, #f do
+        rec.refused[#rec.refused + 1] = f[i]
+      end
+      for _, e in ipairs(legacy_entries(id, rec)) do
+        redis.call('ZREM', e[1], e[2])
+      end
+      redis.call('ZREM', K.old_deadline, id)
+      redis.call('ZREM', K.old_window, id)
+      redis.call('ZREM', K.old_lease, id)
+      local payload = redis.call('HGET', K.old_payload, id)
+      local result = redis.call('HGET', K.old_result, id)
+      redis.call('HDEL', K.old_job, id)
+      redis.call('HDEL', K.old_payload, id)
+      redis.call('HDEL', K.old_result, id)
+      local key = job_key(rec.site, id)
+      if not redis.call('HGET', K.job, key) then
+        rec.proto, rec.jowner, rec.attempts, rec.reoffer, rec.runtil, rec.retry = '0', owner, '', '', '', ''
+        rec.qm = queue_prefix('0', rec.site, owner, kind, only) .. seq16(rec.seq) .. key
+        if payload then
+          redis.call('HSET', K.payload, key, payload)
+        end
+        if result then
+          redis.call('HSET', K.result, key, result)
+        end
+        adopt(key, rec, now)
+      end
+    end
+  end
 end

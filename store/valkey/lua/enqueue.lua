@@ -1,30 +1,49 @@
--- enqueue: create a queued job, or answer for the existing one.
--- ARGV: id, site, stub JSON, stub owner, stub kind, stub audience, deadlineAt.
+-- enqueue: create a queued job of a protocol, or answer for the existing
+-- (site, id) whatever its protocol.
+-- ARGV: id, site, stub JSON, stub owner, stub kind, owner-only '1'|'0',
+--       deadlineAt, proto.
 -- Reply: {'ok', state, created '1'|'0'} or {'refused', REFUSED_ID_TAKEN}.
 -- Re-run: the second run finds the job and changes nothing.
 local now = clock_now()
-local id, site, stub, owner, kind, audience, deadline = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local id, site, stub, owner, kind, owner_only, deadline, proto =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local key = job_key(site, id)
 
-local rec, how = live(id, now)
+local rec, how = live(key, now)
 if how == 'unreadable' then
-  return unreadable(id)
+  return unreadable(key)
 end
 if rec then
-  if rec.site ~= site then
-    return { 'refused', REFUSED_ID_TAKEN }
-  end
   return { 'ok', rec.state, '0' }
+end
+-- Protocol "0" keeps its one-site rule: an id another site's live proto-0
+-- job holds is taken. The walk is as long as the sites using the id.
+if proto == '0' then
+  local prefix = list_prefix(id)
+  local lo, hi = lex_range(prefix)
+  for _, member in ipairs(redis.call('ZRANGEBYLEX', K.byid, lo, hi)) do
+    local other = id_of(member, prefix)
+    local orec, ohow = live(other, now)
+    if ohow == 'unreadable' then
+      return unreadable(other)
+    end
+    if orec and orec.proto == '0' then
+      return { 'refused', REFUSED_ID_TAKEN }
+    end
+  end
 end
 
 local seq = redis.call('INCR', K.seq)
 rec = {
   site = site, seq = ms(seq), deadline = deadline, state = STATE_QUEUED, stub = stub,
-  qm = queue_prefix(site, owner, kind, audience == 'self') .. seq16(seq) .. id,
+  qm = queue_prefix(proto, site, owner, kind, owner_only == '1') .. seq16(seq) .. key,
   runner = '', cowner = '', device = '', lease = '', lexp = '', await = '',
-  cancelled = '', disp = '', refused = {},
+  cancelled = '', disp = '', proto = proto, jowner = owner, attempts = '', reoffer = '', runtil = '', retry = '',
+  refused = {},
 }
-save(id, rec)
-redis.call('ZADD', K.order, seq, id)
-redis.call('ZADD', K.deadline, deadline, id)
-queue_in(rec)
+save(key, rec)
+redis.call('ZADD', K.order, seq, key)
+redis.call('ZADD', K.deadline, deadline, key)
+redis.call('ZADD', K.byid, 0, id_member(rec, key))
+queue_in(key, rec, now)
 return { 'ok', STATE_QUEUED, '1' }

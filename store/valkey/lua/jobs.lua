@@ -4,11 +4,11 @@
 local page = score_page(K.order)
 local out = {}
 for i = 1, #page, 2 do
-  local id = page[i]
-  out[#out + 1] = id
+  local key = page[i]
+  out[#out + 1] = bare_id(key)
   out[#out + 1] = page[i + 1]
-  out[#out + 1] = redis.call('HGET', K.job, id)
-  out[#out + 1] = redis.call('HGET', K.payload, id)
-  out[#out + 1] = redis.call('HGET', K.result, id)
+  out[#out + 1] = redis.call('HGET', K.job, key)
+  out[#out + 1] = redis.call('HGET', K.payload, key)
+  out[#out + 1] = redis.call('HGET', K.result, key)
 end
 return out

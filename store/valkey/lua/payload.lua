@@ -1,16 +1,18 @@
--- payload: store the payload of a job awaiting it; the job becomes ready.
+-- payload: store the payload of a job awaiting it; the job becomes ready
+-- and its count of lapsed sealing windows starts again.
 -- ARGV: job id, site, payload JSON, the payload's recipient key id.
 -- Reply: {'ok'} or {'refused', code[, state]}.
 -- Re-run: the job is no longer awaiting, so the re-run is refused as
 -- too-late and changes nothing.
 local now = clock_now()
 local id, site, payload, recipient = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local key = job_key(site, id)
 
-local rec, how = live(id, now)
+local rec, how = live(key, now)
 if how == 'unreadable' then
-  return unreadable(id)
+  return unreadable(key)
 end
-if not rec or rec.site ~= site then
+if not rec then
   return { 'refused', REFUSED_NOT_FOUND }
 end
 if rec.state ~= STATE_AWAITING_PAYLOAD then
@@ -20,11 +22,11 @@ end
 if not holder_key_is(rec, recipient) then
   return { 'refused', REFUSED_OTHER_DEVICE }
 end
-redis.call('HSET', K.payload, id, payload)
-redis.call('ZREM', K.window, id)
-redis.call('ZREM', K.awaiting, site_member(rec, id))
-redis.call('ZADD', K.lease, rec.lexp, id)
+redis.call('HSET', K.payload, key, payload)
+await_out(key, rec)
+redis.call('ZADD', K.lease, rec.lexp, key)
 rec.state = STATE_READY
 rec.await = ''
-save(id, rec)
+rec.attempts = ''
+save(key, rec)
 return { 'ok' }

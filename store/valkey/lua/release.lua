@@ -1,29 +1,26 @@
 -- release: give back the grants a runner names; reason "refused" also bars
--- the runner from the job. Done jobs are skipped (relayd G10).
--- ARGV: runner, reason, then (job id, lease id) pairs.
+-- the runner from the job, and a not-before delay bars it until then on
+-- the store clock. Done jobs are skipped (relayd G10).
+-- ARGV: runner, reason, proto, site ('' resolves lease first), delay ms
+--       ('0' for none), then (job id, lease id) pairs.
 -- Reply: {'ok', released ids in request order...}.
 -- Re-run: a released job no longer carries the named grant, so it is
 -- skipped.
 local now = clock_now()
-local runner, reason = ARGV[1], ARGV[2]
+local runner, reason, delay = ARGV[1], ARGV[2], tonumber(ARGV[5])
 
 local out = { 'ok' }
-local stop = each_grant(now, runner, function(id, rec)
+local stop = each_grant(now, ARGV[3], ARGV[4], runner, 6, function(id, key, rec)
   if not rec or rec.state == STATE_DONE then
     return
   end
-  if reason == 'refused' then
-    local already = false
-    for _, r in ipairs(rec.refused) do
-      if r == runner then
-        already = true
-      end
-    end
-    if not already then
-      rec.refused[#rec.refused + 1] = runner -- filed in K.refusals by requeue
-    end
+  if reason == 'refused' and not refused_by(rec, runner) then
+    rec.refused[#rec.refused + 1] = runner -- filed in K.refusals by requeue
   end
-  requeue(id, rec)
+  if delay > 0 then
+    set_not_before(rec, runner, now + delay)
+  end
+  requeue(key, rec, now)
   out[#out + 1] = id
 end)
 return stop or out

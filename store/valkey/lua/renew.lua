@@ -1,6 +1,7 @@
--- renew: extend each named grant the runner still holds to now + leaseMs.
--- The sealing window is never extended.
--- ARGV: runner, leaseMs, then (job id, lease id) pairs.
+-- renew: extend each named grant the runner still holds to now + leaseMs,
+-- whatever the job's state. The sealing window is never extended.
+-- ARGV: runner, leaseMs, proto, site ('' resolves lease first), then
+--       (job id, lease id) pairs.
 -- Reply: {'ok', framed [job id, 'renewed'|'lost', expiresAt|'']...}.
 -- Re-run: the answer is remembered under the request id (K.req), so a
 -- re-run neither moves an expiry again nor changes its answer.
@@ -12,7 +13,7 @@ end
 
 local runner, lease_ms = ARGV[1], tonumber(ARGV[2])
 local out = {}
-local stop = each_grant(now, runner, function(id, rec)
+local stop = each_grant(now, ARGV[3], ARGV[4], runner, 5, function(id, key, rec)
   if not rec then
     out[#out + 1] = id
     out[#out + 1] = 'lost'
@@ -20,9 +21,9 @@ local stop = each_grant(now, runner, function(id, rec)
     return
   end
   rec.lexp = ms(now + lease_ms)
-  save(id, rec)
+  save(key, rec)
   if rec.state == STATE_READY or rec.state == STATE_RUNNING then
-    redis.call('ZADD', K.lease, rec.lexp, id)
+    redis.call('ZADD', K.lease, rec.lexp, key)
   end
   out[#out + 1] = id
   out[#out + 1] = 'renewed'

@@ -1,15 +1,15 @@
 -- result: record a job's result once, under the current grant.
 -- ARGV: job id, runner, lease id, result JSON, disposition, touch '1'|'0'
 -- (stamp the runner's presence first, whatever the outcome), the result's
--- sender key id.
+-- sender key id, proto, site ('' resolves lease first).
 -- Reply: {'ok', duplicate '1'|'0'} or {'refused', code}.
 -- Re-run: the job is done under the same grant, so the re-run is a
 -- duplicate and overwrites nothing.
 local now = clock_now()
 local id, runner, lease, result, disposition, sender = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[7]
-local rec, refusal = held_touching(id, runner, lease, ARGV[6], now)
-if not rec then
-  return refusal
+local key, rec = held_touching(ARGV[8], ARGV[9], id, runner, lease, ARGV[6], now)
+if not key then
+  return rec
 end
 -- Sealed by another device than the holder: no site could verify it.
 if not holder_key_is(rec, sender) then
@@ -18,15 +18,18 @@ end
 if rec.state == STATE_DONE then
   return { 'ok', '1' }
 end
--- Leave the sealing-window and lease indexes: a done job is never requeued.
-redis.call('ZREM', K.window, id)
-redis.call('ZREM', K.lease, id)
-redis.call('ZREM', K.awaiting, site_member(rec, id))
-redis.call('ZREM', K.cancels, runner_member(rec, id))
-redis.call('HSET', K.result, id, result)
-redis.call('ZADD', K.finished, 0, site_member(rec, id))
+-- Leave the sealing-window and lease indexes: a done job is never
+-- requeued. Its grant stays indexed, and a proto-2 holder is still told
+-- of a cancel.
+await_out(key, rec)
+redis.call('ZREM', K.lease, key)
+if rec.proto ~= '2' then
+  redis.call('ZREM', K.cancels, runner_member(rec, key))
+end
+redis.call('HSET', K.result, key, result)
+redis.call('ZADD', K.finished, 0, site_member(rec, key))
 rec.state = STATE_DONE
 rec.await = ''
 rec.disp = disposition
-save(id, rec)
+save(key, rec)
 return { 'ok', '0' }

@@ -1,9 +1,12 @@
 -- sweep: apply the deadlines that are due, at most a batch from each
--- deadline index per call.
+-- deadline index per call, then move up to a batch of jobs an older relay
+-- left in the format-"1" keyspace.
 -- ARGV: batch.
--- Reply: {'ok', framed requeued ids, framed expired ids}, each in
--- first-enqueue order.
+-- Reply: {'ok', framed requeued ids, framed expired ids, framed lapsed
+-- ids}, each in first-enqueue order.
 -- Re-run: what the first run settled is no longer due.
 local now = clock_now()
-local requeued, expired = sweep(now, tonumber(ARGV[1]))
-return { 'ok', frame(requeued), frame(expired) }
+local batch = tonumber(ARGV[1])
+local requeued, expired, lapsed = sweep(now, batch)
+migrate_legacy(now, batch)
+return { 'ok', frame(requeued), frame(expired), frame(lapsed) }
