@@ -410,13 +410,15 @@ end
 
 -- lapse applies a proto-2 job's passed sealing window (spec protocol-2
 -- §4.5): the first runner to let one lapse is the one it is re-offered to,
--- for one window from now (D8); the third lapse in a row evicts it. It
--- returns 'evicted' or 'lapsed'.
+-- for one window after each lapse of its own grant (D8); the third lapse
+-- in a row evicts it. It returns 'evicted' or 'lapsed'.
 local function lapse(key, rec, now)
   if rec.reoffer == '' then
     rec.reoffer = rec.runner
   end
-  rec.runtil = ms(now + WINDOW_MS)
+  if rec.reoffer == rec.runner then
+    rec.runtil = ms(tonumber(rec.await) + WINDOW_MS)
+  end
   local attempts = (tonumber(rec.attempts) or 0) + 1
   if attempts >= SEAL_ATTEMPTS then
     drop(key, rec)

@@ -11,12 +11,18 @@ local key, rec = held_touching(ARGV[5], ARGV[6], id, runner, lease, ARGV[4], now
 if not key then
   return rec
 end
-if rec.state == STATE_DONE then
-  return { 'refused', REFUSED_FINISHED } -- relayd G9: a finished job is never reopened
-end
+-- A finished job is never reopened (relayd G9). Proto 0 says so first;
+-- proto 2 asks for the payload first (ST9), so a job finished without one
+-- is not-ready (S15).
 local payload = redis.call('HGET', K.payload, key)
+if rec.proto == '0' and rec.state == STATE_DONE then
+  return { 'refused', REFUSED_FINISHED }
+end
 if not payload then
   return { 'refused', REFUSED_NOT_READY }
+end
+if rec.state ~= STATE_READY and rec.state ~= STATE_RUNNING then
+  return { 'refused', REFUSED_FINISHED }
 end
 if rec.state ~= STATE_RUNNING then
   rec.state = STATE_RUNNING
