@@ -112,7 +112,7 @@ func decodeProto(s string) (store.Proto, error) {
 }
 
 // decodeBookkeeping reads the proto-2 sealing-window fields and the
-// not-before times ('' where unset).
+// not-before times (empty where unset).
 func decodeBookkeeping(j *store.Job, f []string) error {
 	var err error
 	if j.SealAttempts, err = optionalInt(f[fieldSealAttempts]); err != nil {

@@ -35,6 +35,7 @@ func TestAgreesWithMemoryStore(t *testing.T) {
 	if testing.Short() {
 		seeds = 3
 	}
+	var seen coverage
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			vk := newTestStore(t, client)
@@ -42,18 +43,35 @@ func TestAgreesWithMemoryStore(t *testing.T) {
 			now, err := vk.Now(t.Context())
 			require.NoError(t, err)
 			clk := clock.NewManual(time.UnixMilli(now))
-			d := &diff{t: t, rnd: rand.New(rand.NewPCG(uint64(seed), 7)), vk: vk, mem: memory.New(clk), clk: clk, leases: map[string]string{}}
+			d := &diff{t: t, rnd: rand.New(rand.NewPCG(uint64(seed), 7)), vk: vk, mem: memory.New(clk), clk: clk, leases: map[string]string{}, seen: &seen}
 			for step := range 400 {
 				d.step(step)
 				d.compareJobs()
 			}
 		})
 	}
+	// The runs must have met the protocol-2 paths they are meant to check.
+	require.Positive(t, seen.grants2, "proto-2 grants")
+	require.Positive(t, seen.lapses, "proto-2 lapses")
+	require.Positive(t, seen.sharedIDs, "ids two sites share")
 }
 
+// coverage counts what the runs met, across seeds.
+type coverage struct{ grants2, lapses, sharedIDs int }
+
 type grant struct {
+	proto             store.Proto
 	job, site, runner string
 	vkID, memID       string
+}
+
+// site is the site a holder-scoped call names: proto 0 names it, proto 2
+// resolves lease first.
+func (g grant) siteArg() string {
+	if g.proto == store.Proto2 {
+		return ""
+	}
+	return g.site
 }
 
 type diff struct {
@@ -66,13 +84,18 @@ type diff struct {
 	leases  map[string]string // valkey lease id -> memory lease id
 	history []string
 	nextID  int
+	seen    *coverage
 }
 
 var diffRunners = []struct{ id, owner string }{{"r-a1", "alice"}, {"r-a2", "alice"}, {"r-b", "bob"}, {"r-c", "carol"}}
 var diffOwners = []string{"alice", "bob", "carol"}
 var diffSites = []string{"site-1", "site-2"}
 var diffKinds = []string{protocol.KindGenerate, protocol.KindChat}
-var diffAudiences = []string{protocol.AudiencePublic, protocol.AudienceNamed, protocol.AudienceSelf}
+var diffAudiences = map[store.Proto][]string{
+	store.Proto0: {protocol.AudiencePublic, protocol.AudienceNamed, protocol.AudienceSelf},
+	store.Proto2: {"private", "team"},
+}
+var diffProtos = []store.Proto{store.Proto0, store.Proto2}
 
 func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
 
@@ -127,16 +150,17 @@ func (d *diff) step(step int) {
 	d.history = append(d.history, fmt.Sprintf("step %d op %d now %d", step, op, d.now()))
 	switch op {
 	case 0, 1, 2:
+		p := pick(r, diffProtos)
 		st := protocol.JobStub{ID: d.jobID(), Kind: pick(r, diffKinds), Owner: pick(r, diffOwners), Site: "S",
-			Audience: pick(r, diffAudiences), SizeClass: "small", DeadlineAt: d.now() + int64(r.IntN(120_000)) - 5_000}
-		in := store.EnqueueInput{SiteID: pick(r, diffSites), Stub: st}
+			Audience: pick(r, diffAudiences[p]), SizeClass: "small", DeadlineAt: d.now() + int64(r.IntN(120_000)) - 5_000}
+		in := store.EnqueueInput{SiteID: pick(r, diffSites), Proto: p, Stub: st}
 		vr, ve := d.vk.Enqueue(ctx, in)
 		mr, me := d.mem.Enqueue(ctx, in)
 		d.sameErr("enqueue", ve, me)
 		require.Equal(t, mr, vr, "step %d enqueue", step)
 	case 3, 4:
 		rn := pick(r, diffRunners)
-		in := store.ClaimInput{RunnerID: rn.id, Owner: rn.owner, Device: protocol.PublicIdentity{Identity: rn.id},
+		in := store.ClaimInput{Proto: pick(r, diffProtos), RunnerID: rn.id, Owner: rn.owner, Device: protocol.PublicIdentity{Identity: rn.id},
 			Kinds: subset(r, diffKinds), Max: r.IntN(7), LeaseMs: int64(2_000 + r.IntN(40_000))}
 		for _, o := range subset(r, diffOwners) {
 			in.Routes = append(in.Routes, store.Route{SiteID: pick(r, diffSites), Owner: o})
@@ -149,20 +173,21 @@ func (d *diff) step(step int) {
 			require.Equal(t, mc[i].JobStub, vc[i].JobStub, "step %d claim order", step)
 			require.Equal(t, mc[i].Lease.ExpiresAt, vc[i].Lease.ExpiresAt)
 			d.leases[vc[i].Lease.ID] = mc[i].Lease.ID
-			d.grants = append(d.grants, grant{job: mc[i].ID, site: d.siteOf(mc[i].ID), runner: rn.id, vkID: vc[i].Lease.ID, memID: mc[i].Lease.ID})
+			if in.Proto == store.Proto2 {
+				d.seen.grants2++
+			}
+			d.grants = append(d.grants, grant{proto: in.Proto, job: mc[i].ID, site: d.siteOfLease(mc[i].Lease.ID), runner: rn.id, vkID: vc[i].Lease.ID, memID: mc[i].Lease.ID})
 		}
 	case 5:
-		rn, site := pick(r, diffRunners), pick(r, diffSites)
-		var vl, ml []protocol.LeaseRef
-		for _, g := range d.grants {
-			if g.runner == rn.id && d.siteNow(g) == site && r.IntN(2) == 0 {
-				vl = append(vl, protocol.LeaseRef{JobID: g.job, LeaseID: g.vkID})
-				ml = append(ml, protocol.LeaseRef{JobID: g.job, LeaseID: g.memID})
-			}
-		}
+		rn, p, site := pick(r, diffRunners), pick(r, diffProtos), pick(r, diffSites)
+		vl, ml, siteArg := d.someLeases(rn.id, p, site)
 		reason := pick(r, []string{protocol.ReasonRefused, protocol.ReasonShutdown, ""})
-		vr, ve := d.vk.Release(ctx, store.ReleaseInput{SiteID: site, RunnerID: rn.id, Leases: vl, Reason: reason})
-		mr, me := d.mem.Release(ctx, store.ReleaseInput{SiteID: site, RunnerID: rn.id, Leases: ml, Reason: reason})
+		var delay int64
+		if r.IntN(3) == 0 {
+			delay = int64(r.IntN(20_000))
+		}
+		vr, ve := d.vk.Release(ctx, store.ReleaseInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: vl, Reason: reason, RetryAfterMs: delay})
+		mr, me := d.mem.Release(ctx, store.ReleaseInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: ml, Reason: reason, RetryAfterMs: delay})
 		d.sameErr("release", ve, me)
 		require.Equal(t, mr, vr, "step %d release", step)
 	case 6:
@@ -176,8 +201,9 @@ func (d *diff) step(step int) {
 		if !ok {
 			return
 		}
-		vp, ve := d.vk.Fetch(ctx, store.LeaseInput{SiteID: d.siteNow(g), JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID})
-		mp, me := d.mem.Fetch(ctx, store.LeaseInput{SiteID: d.siteNow(g), JobID: g.job, RunnerID: g.runner, LeaseID: g.memID})
+		vk, mem := d.leaseInputs(g)
+		vp, ve := d.vk.Fetch(ctx, vk)
+		mp, me := d.mem.Fetch(ctx, mem)
 		d.sameErr("take", ve, me)
 		require.Equal(t, mp, vp)
 	case 8:
@@ -186,8 +212,9 @@ func (d *diff) step(step int) {
 			return
 		}
 		e, disp := env("result", fmt.Sprint(step)), pick(r, []string{"ok", "error"})
-		vr, ve := d.vk.Result(ctx, store.ResultInput{LeaseInput: store.LeaseInput{SiteID: d.siteNow(g), JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID}, Envelope: e, Disposition: disp})
-		mr, me := d.mem.Result(ctx, store.ResultInput{LeaseInput: store.LeaseInput{SiteID: d.siteNow(g), JobID: g.job, RunnerID: g.runner, LeaseID: g.memID}, Envelope: e, Disposition: disp})
+		vk, mem := d.leaseInputs(g)
+		vr, ve := d.vk.Result(ctx, store.ResultInput{LeaseInput: vk, Envelope: e, Disposition: disp})
+		mr, me := d.mem.Result(ctx, store.ResultInput{LeaseInput: mem, Envelope: e, Disposition: disp})
 		d.sameErr("complete", ve, me)
 		require.Equal(t, mr, vr)
 	case 9:
@@ -197,22 +224,16 @@ func (d *diff) step(step int) {
 		d.sameErr("cancel", ve, me)
 		require.Equal(t, mr, vr)
 	case 10:
-		rn := pick(r, diffRunners)
-		vr, ve := d.vk.CancelRequests(ctx, store.CancelRequestsInput{RunnerID: rn.id})
-		mr, me := d.mem.CancelRequests(ctx, store.CancelRequestsInput{RunnerID: rn.id})
+		rn, p := pick(r, diffRunners), pick(r, diffProtos)
+		vr, ve := d.vk.CancelRequests(ctx, store.CancelRequestsInput{Proto: p, RunnerID: rn.id})
+		mr, me := d.mem.CancelRequests(ctx, store.CancelRequestsInput{Proto: p, RunnerID: rn.id})
 		d.sameErr("cancelRequests", ve, me)
 		require.Equal(t, grantJobs(mr), grantJobs(vr), "step %d cancelRequests", step)
-		site := pick(r, diffSites)
-		var vl, ml []protocol.LeaseRef
-		for _, g := range d.grants {
-			if g.runner == rn.id && d.siteNow(g) == site && r.IntN(2) == 0 {
-				vl = append(vl, protocol.LeaseRef{JobID: g.job, LeaseID: g.vkID})
-				ml = append(ml, protocol.LeaseRef{JobID: g.job, LeaseID: g.memID})
-			}
-		}
+		require.Equal(t, mr, d.memLeases(vr), "step %d cancelRequests grants", step)
+		vl, ml, siteArg := d.someLeases(rn.id, p, pick(r, diffSites))
 		leaseMs := int64(1_000 + r.IntN(30_000))
-		vn, ve := d.vk.Renew(ctx, store.RenewInput{SiteID: site, RunnerID: rn.id, Leases: vl, LeaseMs: leaseMs})
-		mn, me := d.mem.Renew(ctx, store.RenewInput{SiteID: site, RunnerID: rn.id, Leases: ml, LeaseMs: leaseMs})
+		vn, ve := d.vk.Renew(ctx, store.RenewInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: vl, LeaseMs: leaseMs})
+		mn, me := d.mem.Renew(ctx, store.RenewInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: ml, LeaseMs: leaseMs})
 		d.sameErr("renew", ve, me)
 		require.Equal(t, mn.Renewed, vn.Renewed, "step %d renew", step)
 		require.Equal(t, grantJobs(mn.Lost), grantJobs(vn.Lost), "step %d renew lost", step)
@@ -222,19 +243,21 @@ func (d *diff) step(step int) {
 		mr, me := d.mem.Sweep(ctx)
 		d.sameErr("sweep", ve, me)
 		require.Equal(t, mr.Requeued, vr.Requeued, "step %d sweep requeued", step)
+		d.seen.lapses += len(vr.Lapsed)
+		require.Equal(t, slices.Clip(append([]string{}, mr.Lapsed...)), slices.Clip(append([]string{}, vr.Lapsed...)), "step %d sweep lapsed", step)
 		// Each store reports only what it dropped itself, and they drop the
 		// same jobs among those both still held.
 		afterVk, afterMem := d.ids(d.vk), d.ids(d.mem)
 		var vkDrops, memDrops []string
 		for _, id := range vr.Expired {
-			require.True(t, liveVk[id] && !afterVk[id], "step %d: valkey reports %s expired without dropping it", step, id)
-			if liveMem[id] {
+			require.Less(t, afterVk[id], liveVk[id], "step %d: valkey reports %s expired without dropping it", step, id)
+			if liveMem[id] > 0 {
 				vkDrops = append(vkDrops, id)
 			}
 		}
 		for _, id := range mr.Expired {
-			require.True(t, liveMem[id] && !afterMem[id], "step %d: memory reports %s expired without dropping it", step, id)
-			if liveVk[id] {
+			require.Less(t, afterMem[id], liveMem[id], "step %d: memory reports %s expired without dropping it", step, id)
+			if liveVk[id] > 0 {
 				memDrops = append(memDrops, id)
 			}
 		}
@@ -246,35 +269,63 @@ func (d *diff) step(step int) {
 	}
 }
 
-// siteOf is the site of the live job with a proto-0 id, as a relay that
-// names proto-0 jobs by id alone would find it (ids are unique across
-// sites by id-taken), or "" when there is none.
-func (d *diff) siteOf(id string) string {
+// siteOfLease is the site of the job the memory store just granted
+// under a lease: two sites may share an id.
+func (d *diff) siteOfLease(lease string) string {
 	js, err := d.mem.Jobs(d.t.Context(), 0)
 	require.NoError(d.t, err)
 	for _, j := range js {
-		if j.ID == id {
+		if j.ClaimedBy != nil && j.ClaimedBy.LeaseID == lease {
 			return j.SiteID
 		}
 	}
+	d.t.Fatalf("no job holds the lease just granted")
 	return ""
 }
 
-// siteNow is where a proto-0 call about g's job looks: the job's site
-// now, or the grant's when the job is gone.
-func (d *diff) siteNow(g grant) string {
-	if s := d.siteOf(g.job); s != "" {
-		return s
+// leaseInputs names g to each store; now and then with another grant's
+// lease, so lease-first resolution meets leases of other jobs.
+func (d *diff) leaseInputs(g grant) (vk, mem store.LeaseInput) {
+	vk = store.LeaseInput{Proto: g.proto, SiteID: g.siteArg(), JobID: g.job, RunnerID: g.runner, LeaseID: g.vkID}
+	mem = vk
+	mem.LeaseID = g.memID
+	if other, ok := d.someGrant(); ok && d.rnd.IntN(6) == 0 {
+		vk.LeaseID, mem.LeaseID = other.vkID, other.memID
 	}
-	return g.site
+	return vk, mem
 }
 
-func (d *diff) ids(s store.RoutingStore) map[string]bool {
+// someLeases picks some of a runner's grants of a protocol for one call:
+// proto 0 names one site, proto 2 none.
+func (d *diff) someLeases(runner string, p store.Proto, site string) (vk, mem []protocol.LeaseRef, siteArg string) {
+	for _, g := range d.grants {
+		if g.runner == runner && g.proto == p && (p == store.Proto2 || g.site == site) && d.rnd.IntN(2) == 0 {
+			vk = append(vk, protocol.LeaseRef{JobID: g.job, LeaseID: g.vkID})
+			mem = append(mem, protocol.LeaseRef{JobID: g.job, LeaseID: g.memID})
+		}
+	}
+	if p == store.Proto2 {
+		return vk, mem, ""
+	}
+	return vk, mem, site
+}
+
+// memLeases maps Valkey grants onto the memory store's lease ids.
+func (d *diff) memLeases(grants []protocol.LeaseRef) []protocol.LeaseRef {
+	out := []protocol.LeaseRef{}
+	for _, g := range grants {
+		out = append(out, protocol.LeaseRef{JobID: g.JobID, LeaseID: d.leases[g.LeaseID]})
+	}
+	return out
+}
+
+// ids counts the stored jobs under each id: sites may share one.
+func (d *diff) ids(s store.RoutingStore) map[string]int {
 	js, err := s.Jobs(d.t.Context(), 0)
 	require.NoError(d.t, err)
-	out := map[string]bool{}
+	out := map[string]int{}
 	for _, j := range js {
-		out[j.ID] = true
+		out[j.ID]++
 	}
 	return out
 }
@@ -297,6 +348,11 @@ func (d *diff) compareJobs() {
 	for i := range vj {
 		if c := vj[i].ClaimedBy; c != nil {
 			c.LeaseID = d.leases[c.LeaseID]
+		}
+	}
+	for _, n := range d.ids(d.vk) {
+		if n > 1 {
+			d.seen.sharedIDs++
 		}
 	}
 	if !assertSameJobs(t, mj, vj) {

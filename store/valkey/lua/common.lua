@@ -479,16 +479,16 @@ local function live(key, now)
   return rec, 'ok'
 end
 
--- resolve finds the job a holder-scoped call of a protocol names, as
--- stored (the caller settles it). With a site it is (site, id). Without
+-- resolve finds the live job a holder-scoped call of a protocol names,
+-- settling each job it considers. With a site it is (site, id). Without
 -- one it is lease first (spec protocol-2 §4.1 R4.1.3): the job whose
 -- current grant is lease, if its id is id; else the first job with that id
 -- this runner holds, among as many jobs as sites use the id. It returns
--- the key, the record and a word as load does.
-local function resolve(proto, site, id, runner, lease)
+-- the key, the record (nil for none) and a word as load does.
+local function resolve(proto, site, id, runner, lease, now)
   if site ~= '' then
     local key = job_key(site, id)
-    local rec, how = load(key)
+    local rec, how = live(key, now)
     if rec and rec.proto ~= proto then
       return key, nil, 'missing'
     end
@@ -497,8 +497,11 @@ local function resolve(proto, site, id, runner, lease)
   local key = redis.call('HGET', K.leases, lease)
   if key and bare_id(key) == id then
     local rec, how = load(key)
-    if how == 'unreadable' or (rec and rec.proto == proto) then
-      return key, rec, how
+    if how == 'unreadable' then
+      return key, nil, how
+    end
+    if rec and rec.proto == proto and settled(key, rec, now) and redis.call('HGET', K.leases, lease) == key then
+      return key, rec, 'ok'
     end
   end
   local prefix = list_prefix(id)
@@ -506,7 +509,7 @@ local function resolve(proto, site, id, runner, lease)
   for _, member in ipairs(redis.call('ZRANGEBYLEX', K.byid, lo, hi)) do
     local k = string.sub(member, #prefix + 17)
     local rec = load(k)
-    if rec and rec.proto == proto and rec.runner == runner then
+    if rec and rec.proto == proto and settled(k, rec, now) and rec.runner == runner then
       return k, rec, 'ok'
     end
   end
@@ -538,14 +541,12 @@ end
 
 -- held returns the key and the live job that runner holds under lease, or
 -- nil and the reply that refuses the call (unreadable record, not-found,
--- not-holder, stale-lease), in the reference's order. The job is resolved
--- on what is stored, then settled.
+-- not-holder, stale-lease), in the reference's order.
 local function held(proto, site, id, runner, lease, now)
-  local key, rec, how = resolve(proto, site, id, runner, lease)
+  local key, rec, how = resolve(proto, site, id, runner, lease, now)
   if how == 'unreadable' then
     return nil, unreadable(key)
   end
-  rec = rec and settled(key, rec, now)
   if not rec then
     return nil, { 'refused', REFUSED_NOT_FOUND }
   end
@@ -751,11 +752,10 @@ end
 local function each_grant(now, proto, site, runner, first, visit)
   for i = first, #ARGV - 1, 2 do
     local id, lease = ARGV[i], ARGV[i + 1]
-    local key, rec, how = resolve(proto, site, id, runner, lease)
+    local key, rec, how = resolve(proto, site, id, runner, lease, now)
     if how == 'unreadable' then
       return unreadable(key)
     end
-    rec = rec and settled(key, rec, now)
     if rec and holder_refusal(rec, runner, lease) then
       rec = nil
     end

@@ -23,11 +23,11 @@ if proto == '0' then
   local lo, hi = lex_range(prefix)
   for _, member in ipairs(redis.call('ZRANGEBYLEX', K.byid, lo, hi)) do
     local other = id_of(member, prefix)
-    local orec, ohow = live(other, now)
+    local orec, ohow = load(other)
     if ohow == 'unreadable' then
       return unreadable(other)
     end
-    if orec and orec.proto == '0' then
+    if orec and orec.proto == '0' and settled(other, orec, now) then
       return { 'refused', REFUSED_ID_TAKEN }
     end
   end
