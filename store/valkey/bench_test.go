@@ -32,6 +32,16 @@ func benchStore(b *testing.B) (*Store, valkey.Client) {
 // tag-0..tag-(n-1), owned by owner.
 func fill(b *testing.B, s *Store, tag, owner string, from, to int) {
 	b.Helper()
+	fillProto(b, s, store.Proto0, tag, owner, from, to)
+}
+
+// fillProto is fill for jobs of a protocol (proto-2 ones for a team).
+func fillProto(b *testing.B, s *Store, p store.Proto, tag, owner string, from, to int) {
+	b.Helper()
+	audience := protocol.AudiencePublic
+	if p == store.Proto2 {
+		audience = "team"
+	}
 	ctx := context.Background()
 	now, err := s.Now(ctx)
 	if err != nil {
@@ -43,8 +53,8 @@ func fill(b *testing.B, s *Store, tag, owner string, from, to int) {
 		execs := make([]valkey.LuaExec, 0, hi-lo)
 		for i := lo; i < hi; i++ {
 			st := protocol.JobStub{ID: tag + "-" + strconv.Itoa(i), Kind: protocol.KindGenerate, Owner: owner, Site: "SITE",
-				Audience: protocol.AudiencePublic, SizeClass: "small", DeadlineAt: now + 24*time.Hour.Milliseconds()}
-			c, err := enqueueCall(s, store.EnqueueInput{SiteID: testSite, Stub: st})
+				Audience: audience, SizeClass: "small", DeadlineAt: now + 24*time.Hour.Milliseconds()}
+			c, err := enqueueCall(s, store.EnqueueInput{SiteID: testSite, Proto: p, Stub: st})
 			if err != nil {
 				b.Fatal(err)
 			}
