@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/byollm/relayd/internal/valkeytest"
@@ -117,4 +118,39 @@ func rewriteRecord(t testing.TB, s *Store, site, id string, edit func([]string) 
 	if err := c.Do(t.Context(), c.B().Hset().Key(s.key("job")).FieldValue().FieldValue(id, frame(edit(f)...)).Build()).Error(); err != nil {
 		t.Fatalf("writing record %s: %v", id, err)
 	}
+}
+
+// D10: the contract's cases that move time (the sealing window's lapse
+// among them) run here on the test clock lever, the store's own clock: the
+// harness's Advance moves what the scripts read, by exactly that much, and
+// a sealing window lapses on it.
+func TestD10_TheContractMovesTheStoreClockThroughTheLever(t *testing.T) {
+	srv := valkeytest.Start(t)
+	h := harness(t, srv.Client(t))
+	s := h.Store.(*Store)
+	ctx := t.Context()
+	before, err := s.Now(ctx)
+	require.NoError(t, err)
+	st := testStub(t, s, "a")
+	st.Audience = "team"
+	_, err = s.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Proto: store.Proto2, Stub: st})
+	require.NoError(t, err)
+	in := claimInput("r1", 1)
+	in.Proto = store.Proto2
+	got, err := s.Claim(ctx, in)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	h.Advance(t, protocol.AwaitingPayloadMs*time.Millisecond)
+	after, err := s.Now(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before+protocol.AwaitingPayloadMs, after)
+	res, err := s.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, res.Lapsed)
+	j, ok, err := s.Job(ctx, testSite, "a")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 1, j.SealAttempts)
+	require.Equal(t, after+protocol.AwaitingPayloadMs, j.ReofferUntil)
 }
