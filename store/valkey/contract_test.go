@@ -46,7 +46,12 @@ func harness(t *testing.T, client valkey.Client) storetest.Harness {
 	return storetest.Harness{
 		Store:               s,
 		Advance:             func(t *testing.T, d time.Duration) { advance(t, s, d) },
-		WriteUnparseableJob: func(t *testing.T, id, site, owner, kind string) { writeLegacyJob(t, s, id, site, owner, kind) },
+		WriteUnparseableJob: func(t *testing.T, id, site, owner, kind string) {
+			writeLegacyJob(t, s, store.Proto0, id, site, owner, kind)
+		},
+		WriteUnparseableJob2: func(t *testing.T, id, site, owner, kind string) {
+			writeLegacyJob(t, s, store.Proto2, id, site, owner, kind)
+		},
 	}
 }
 
@@ -81,17 +86,21 @@ func advance(t testing.TB, s *Store, d time.Duration) {
 // writeLegacyJob stores a queued job whose stub was written before stubs
 // carried a site, as an older writer would have left it: the record is
 // enqueued properly, then its stub is replaced.
-func writeLegacyJob(t testing.TB, s *Store, id, site, owner, kind string) {
+func writeLegacyJob(t testing.TB, s *Store, p store.Proto, id, site, owner, kind string) {
 	t.Helper()
 	now, err := s.Now(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	stub := protocol.JobStub{ID: id, Kind: kind, Owner: owner, Site: site, Audience: protocol.AudiencePublic, SizeClass: "small", DeadlineAt: now + time.Hour.Milliseconds()}
-	if _, err := s.Enqueue(t.Context(), store.EnqueueInput{SiteID: site, Stub: stub}); err != nil {
+	audience := protocol.AudiencePublic
+	if p == store.Proto2 {
+		audience = "team"
+	}
+	stub := protocol.JobStub{ID: id, Kind: kind, Owner: owner, Site: site, Audience: audience, SizeClass: "small", DeadlineAt: now + time.Hour.Milliseconds()}
+	if _, err := s.Enqueue(t.Context(), store.EnqueueInput{SiteID: site, Proto: p, Stub: stub}); err != nil {
 		t.Fatal(err)
 	}
-	legacy, _ := json.Marshal(map[string]any{"id": id, "kind": kind, "owner": owner, "audience": "public", "sizeClass": "small", "streaming": false, "deadlineAt": stub.DeadlineAt})
+	legacy, _ := json.Marshal(map[string]any{"id": id, "kind": kind, "owner": owner, "audience": audience, "sizeClass": "small", "streaming": false, "deadlineAt": stub.DeadlineAt})
 	rewriteRecord(t, s, site, id, func(f []string) []string { f[fieldStub] = string(legacy); return f })
 }
 

@@ -30,6 +30,14 @@
 // on Redis 7.0, so support does not decide it; operating nothing does.
 // Helper pruning keeps the per-call cost Functions would save small.
 //
+// Jobs are keyed by (site, id), since two sites may use one id, and tagged
+// with the protocol they were enqueued under; each protocol has its own
+// claim queues. Record format "2" keeps them under "f2:" keys; a sweep
+// moves the jobs a format-"1" relay left into them (docs/operations.md).
+// Protocol 2's rules that a claim applies (the unsealed cap per route, the
+// re-offer to one runner, not-before times) are kept in indexes of their
+// own, so a claim's work does not grow with the jobs they hold back.
+//
 // All keys live under one prefix carrying a hash tag, so every call's keys
 // share one slot and the store runs on standalone Valkey, Sentinel and
 // Valkey Cluster alike (a cluster then gives failover, not sharding of one

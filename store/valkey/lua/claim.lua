@@ -3,7 +3,8 @@
 -- allow. Proto 2 also keeps at most UNSEALED_PER_ROUTE grants of a route
 -- awaiting their payload (a capped route's queues are not read), offers a
 -- re-offered job only to its runner (from that runner's sticky place, so
--- jobs held back for others cost nothing) and honours not-before times.
+-- jobs held back for others cost nothing). Both honour not-before times,
+-- which only proto-2 releases set.
 -- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, sweep batch,
 --       touch '1'|'0' (stamp the runner's presence, whatever is granted),
 --       proto, n routes, then n (site, job owner) pairs, k kinds, then k
@@ -205,11 +206,9 @@ local function consider(c, member)
     queue_out(key, rec) -- an entry that outlived its job's queued spell
     return
   end
-  if proto == '2' then
-    local only = sticky_for(rec, now)
-    if (only and only ~= runner) or not_before(rec, runner) > now then
-      return -- offered to another runner for now, or to this one later
-    end
+  local only = sticky_for(rec, now)
+  if (only and only ~= runner) or not_before(rec, runner) > now then
+    return -- offered to another runner for now, or to this one later
   end
   if not valid_stub(rec.stub, bare_id(key)) then
     return -- never handed out; it stays queued and blocks nothing
