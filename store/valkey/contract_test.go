@@ -44,8 +44,8 @@ func harness(t *testing.T, client valkey.Client) storetest.Harness {
 	s := newTestStore(t, client)
 	pinClock(t, s)
 	return storetest.Harness{
-		Store:               s,
-		Advance:             func(t *testing.T, d time.Duration) { advance(t, s, d) },
+		Store:   s,
+		Advance: func(t *testing.T, d time.Duration) { advance(t, s, d) },
 		WriteUnparseableJob: func(t *testing.T, id, site, owner, kind string) {
 			writeLegacyJob(t, s, store.Proto0, id, site, owner, kind)
 		},
