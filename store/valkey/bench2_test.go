@@ -3,12 +3,76 @@ package valkey
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
+
+// scriptTime accumulates the server's own time in scripts (INFO
+// commandstats, EVALSHA), which the benchmarks below also report: on a
+// shared machine it is far steadier than the client's wall clock.
+type scriptTime struct {
+	s            *Store
+	calls, usec  int64
+	atCalls, atU int64
+}
+
+func (st *scriptTime) read(b *testing.B) (calls, usec int64) {
+	b.Helper()
+	info, err := st.s.client.Do(context.Background(), st.s.client.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+			for _, kv := range strings.Split(rest, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				switch k {
+				case "calls":
+					calls = n
+				case "usec":
+					usec = n
+				}
+			}
+		}
+	}
+	return calls, usec
+}
+
+func (st *scriptTime) start(b *testing.B) { st.atCalls, st.atU = st.read(b) }
+
+func (st *scriptTime) stop(b *testing.B) {
+	c, u := st.read(b)
+	st.calls += c - st.atCalls
+	st.usec += u - st.atU
+}
+
+// report gives the server's script time per operation, and per unit when
+// units (such as jobs settled) is set.
+func (st *scriptTime) report(b *testing.B, ops int, unit string, units int) {
+	b.ReportMetric(float64(st.usec)/float64(ops), "server-µs/op")
+	if units > 0 {
+		b.ReportMetric(float64(st.usec)*1000/float64(units), "server-ns/"+unit)
+	}
+}
+
+// timed runs body b.N times with the timer and the script clock on.
+func timed(b *testing.B, s *Store, body func(i int)) {
+	b.Helper()
+	st := &scriptTime{s: s}
+	b.ResetTimer()
+	st.start(b)
+	for i := range b.N {
+		body(i)
+	}
+	st.stop(b)
+	b.StopTimer()
+	st.report(b, b.N, "", 0)
+}
 
 // BenchmarkProto2 measures what protocol "2" adds, each beside its
 // protocol-"0" counterpart in the same run, with 1k and 100k proto-2 jobs
@@ -43,25 +107,23 @@ func BenchmarkProto2(b *testing.B) {
 		b.Run(name+"/fetch-by-site/proto0", func(b *testing.B) {
 			cs := claimedN(b, s, tag(), b.N)
 			sealAll(b, s, cs)
-			b.ResetTimer()
-			for _, c := range cs[:b.N] {
-				in := leaseOf(c)
+			timed(b, s, func(i int) {
+				in := leaseOf(cs[i])
 				in.SiteID = testSite
 				if _, err := s.Fetch(ctx, in); err != nil {
 					b.Fatal(err)
 				}
-			}
+			})
 		})
 		b.Run(name+"/fetch-lease-first/proto2", func(b *testing.B) {
 			cs := claimedSealed2(b, s, tag(), b.N)
-			b.ResetTimer()
-			for _, c := range cs {
-				in := leaseOf(c)
+			timed(b, s, func(i int) {
+				in := leaseOf(cs[i])
 				in.Proto = store.Proto2
 				if _, err := s.Fetch(ctx, in); err != nil {
 					b.Fatal(err)
 				}
-			}
+			})
 		})
 		b.Run(name+"/sweep-lapsing/proto0", func(b *testing.B) { sweepLapsing(b, s, store.Proto0, tag) })
 		b.Run(name+"/sweep-lapsing/proto2", func(b *testing.B) { sweepLapsing(b, s, store.Proto2, tag) })
@@ -70,12 +132,11 @@ func BenchmarkProto2(b *testing.B) {
 
 func claimLoop(b *testing.B, s *Store, in store.ClaimInput, want int) {
 	b.Helper()
-	b.ResetTimer()
-	for range b.N {
+	timed(b, s, func(int) {
 		if got, err := s.Claim(context.Background(), in); err != nil || len(got) != want {
 			b.Fatalf("claim: %v %d", err, len(got))
 		}
-	}
+	})
 }
 
 // claimedSealed2 enqueues, claims and seals n proto-2 jobs of one owner,
@@ -104,6 +165,7 @@ func claimedSealed2(b *testing.B, s *Store, tag string, n int) []protocol.Claime
 func sweepLapsing(b *testing.B, s *Store, p store.Proto, tag func() string) {
 	ctx := context.Background()
 	settled := 0
+	st := &scriptTime{s: s}
 	for range b.N {
 		b.StopTimer()
 		t := tag()
@@ -124,7 +186,9 @@ func sweepLapsing(b *testing.B, s *Store, p store.Proto, tag func() string) {
 		}
 		advance(b, s, time.Duration(in.LeaseMs)*time.Millisecond+time.Millisecond)
 		b.StartTimer()
+		st.start(b)
 		res, err := s.Sweep(ctx)
+		st.stop(b)
 		// Grants of the other benchmarks may fall due too: count them all.
 		if err != nil || len(res.Requeued) < sweepBatch || (p == store.Proto2 && len(res.Lapsed) < sweepBatch) {
 			b.Fatalf("sweep: %v %d %d", err, len(res.Requeued), len(res.Lapsed))
@@ -132,4 +196,5 @@ func sweepLapsing(b *testing.B, s *Store, p store.Proto, tag func() string) {
 		settled += len(res.Requeued) + len(res.Expired)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(settled), "ns/job-settled")
+	st.report(b, b.N, "job-settled", settled)
 }
