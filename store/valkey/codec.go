@@ -101,6 +101,7 @@ func decodeJob(id, raw string, payload, result *string) (store.Job, error) {
 	return j, nil
 }
 
+// decodeProto reads a record's protocol tag.
 func decodeProto(s string) (store.Proto, error) {
 	switch s {
 	case "0":
@@ -114,15 +115,14 @@ func decodeProto(s string) (store.Proto, error) {
 // decodeBookkeeping reads the proto-2 sealing-window fields and the
 // not-before times (empty where unset).
 func decodeBookkeeping(j *store.Job, f []string) error {
-	var err error
-	if j.SealAttempts, err = optionalInt(f[fieldSealAttempts]); err != nil {
+	attempts, err := optionalInt(f[fieldSealAttempts])
+	if err != nil {
 		return fmt.Errorf("seal attempts: %w", err)
 	}
+	j.SealAttempts = int(attempts)
 	j.ReofferTo = f[fieldReofferTo]
-	if until, err := optionalInt(f[fieldReofferUntil]); err != nil {
+	if j.ReofferUntil, err = optionalInt(f[fieldReofferUntil]); err != nil {
 		return fmt.Errorf("re-offer until: %w", err)
-	} else {
-		j.ReofferUntil = int64(until)
 	}
 	if f[fieldRetryAfter] == "" {
 		return nil
@@ -142,11 +142,12 @@ func decodeBookkeeping(j *store.Job, f []string) error {
 	return nil
 }
 
-func optionalInt(s string) (int, error) {
+// optionalInt reads an integer field, empty standing for zero.
+func optionalInt(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	return strconv.Atoi(s)
+	return strconv.ParseInt(s, 10, 64)
 }
 
 // decodePresence builds a store.Presence from its stored record.
