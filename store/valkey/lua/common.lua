@@ -207,10 +207,11 @@ local function decode_job(raw)
   if not is_int(rec.seq) or not is_int(rec.deadline) then
     return nil
   end
-  for _, name in ipairs({ 'lexp', 'await', 'attempts', 'runtil' }) do
-    if rec[name] ~= '' and not is_int(rec[name]) then
-      return nil
-    end
+  if (rec.lexp ~= '' and not is_int(rec.lexp)) or (rec.await ~= '' and not is_int(rec.await)) then
+    return nil
+  end
+  if (rec.attempts ~= '' and not is_int(rec.attempts)) or (rec.runtil ~= '' and not is_int(rec.runtil)) then
+    return nil
   end
   return rec
 end
@@ -283,6 +284,9 @@ end
 
 -- not_before reads the runner's not-before time on the job (0 when none).
 local function not_before(rec, runner)
+  if rec.retry == '' then
+    return 0
+  end
   local f = unframe(rec.retry) or {}
   for i = 1, #f - 1, 2 do
     if f[i] == runner then
