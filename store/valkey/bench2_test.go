@@ -109,7 +109,6 @@ func BenchmarkProto2(b *testing.B) {
 			sealAll(b, s, cs)
 			timed(b, s, func(i int) {
 				in := leaseOf(cs[i])
-				in.SiteID = testSite
 				if _, err := s.Fetch(ctx, in); err != nil {
 					b.Fatal(err)
 				}
@@ -119,7 +118,7 @@ func BenchmarkProto2(b *testing.B) {
 			cs := claimedSealed2(b, s, tag(), b.N)
 			timed(b, s, func(i int) {
 				in := leaseOf(cs[i])
-				in.Proto = store.Proto2
+				in.Proto, in.SiteID = store.Proto2, ""
 				if _, err := s.Fetch(ctx, in); err != nil {
 					b.Fatal(err)
 				}

@@ -62,8 +62,29 @@ func mustClaim(t testing.TB, s *Store, runner string, max int) []protocol.Claime
 	return got
 }
 
+// leaseOf names a proto-0 grant of testSite as the v0 codec does.
 func leaseOf(c protocol.ClaimedStub) store.LeaseInput {
-	return store.LeaseInput{JobID: c.ID, RunnerID: c.Lease.RunnerID, LeaseID: c.Lease.ID}
+	return store.LeaseInput{SiteID: testSite, JobID: c.ID, RunnerID: c.Lease.RunnerID, LeaseID: c.Lease.ID}
+}
+
+// enqueue2 publishes proto-2 team jobs of alice for testSite.
+func enqueue2(t testing.TB, s *Store, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		st := testStub(t, s, id)
+		st.Audience = "team"
+		_, err := s.Enqueue(t.Context(), store.EnqueueInput{SiteID: testSite, Proto: store.Proto2, Stub: st})
+		require.NoError(t, err)
+	}
+}
+
+func mustClaim2(t testing.TB, s *Store, runner string, max int) []protocol.ClaimedStub {
+	t.Helper()
+	in := claimInput(runner, max)
+	in.Proto = store.Proto2
+	got, err := s.Claim(t.Context(), in)
+	require.NoError(t, err)
+	return got
 }
 
 // env is an envelope between the site and testDevice.
@@ -264,6 +285,48 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, store.SweepResult{Requeued: []string{"a"}, Expired: []string{"late"}}, res)
 		})
+	})
+	t.Run("v2 sweep counts a lapse once", func(t *testing.T) {
+		s := newTestStore(t, client)
+		enqueue2(t, s, "a")
+		mustClaim2(t, s, "r1", 1)
+		advance(t, s, 11*time.Second)
+		rerun(t, s, store.OpSweep, func() {
+			res, err := s.Sweep(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{"a"}, res.Lapsed)
+		})
+		j, _, err := s.Job(ctx, testSite, "a")
+		require.NoError(t, err)
+		require.Equal(t, 1, j.SealAttempts)
+	})
+	t.Run("v2 release with a not-before", func(t *testing.T) {
+		s := newTestStore(t, client)
+		enqueue2(t, s, "a")
+		c := mustClaim2(t, s, "r1", 1)[0]
+		rerun(t, s, store.OpRelease, func() {
+			ids, err := s.Release(ctx, store.ReleaseInput{Proto: store.Proto2, RunnerID: "r1", Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, RetryAfterMs: 30_000})
+			require.NoError(t, err)
+			require.Equal(t, []string{"a"}, ids)
+		})
+	})
+	t.Run("v2 claim returns the same grants", func(t *testing.T) {
+		s := newTestStore(t, client)
+		enqueue2(t, s, "a", "b", "c")
+		again, once := rerun(t, s, store.OpClaim, func() { require.Len(t, mustClaim2(t, s, "r1", 5), store.UnsealedPerRoute) })
+		require.Equal(t, again.String(), once.String())
+	})
+	t.Run("pair with capabilities", func(t *testing.T) {
+		s := newTestStore(t, client)
+		rerun(t, s, store.OpPair, func() {
+			_, err := s.Pair(ctx, store.PairInput{RunnerID: "r1", Owner: "alice", Device: testDevice, Capabilities: []byte(`[{"kind":"llm.generate"}]`), Withheld: []byte(`[]`)})
+			require.NoError(t, err)
+		})
+		p, ok, err := s.Presence(ctx, "r1")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.JSONEq(t, `[{"kind":"llm.generate"}]`, string(p.Capabilities))
+		require.JSONEq(t, `[]`, string(p.Withheld))
 	})
 }
 
