@@ -104,9 +104,16 @@ local function add(key, prefix, route)
     rprefix = rprefix, rlo = rlo, rhi = rhi, rbuf = {}, ri = 1, rmore = true, rn = 4,
   }
 end
+-- Sticky places are read only when this runner has one at all, so a
+-- claim by a runner nothing is re-offered to reads no more than before.
+local sticky_here = false
+if proto == '2' then
+  local mine = lenc(runner) .. lenc(proto)
+  sticky_here = #redis.call('ZRANGEBYLEX', K.sticky, '[' .. mine, '[' .. mine .. '\255', 'LIMIT', 0, 1) > 0
+end
 local function add_queue(prefix, route)
   add(K.queue, prefix, route)
-  if proto == '2' then
+  if sticky_here then
     add(K.sticky, lenc(runner) .. prefix, route)
   end
 end
