@@ -428,11 +428,7 @@ func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return store.SweepResult{}, fmt.Errorf("valkey store: sweep: %w", err)
 	}
-	res := store.SweepResult{Requeued: requeued, Expired: expired}
-	if len(lapsed) > 0 {
-		res.Lapsed = lapsed
-	}
-	return res, nil
+	return store.SweepResult{Requeued: requeued, Expired: expired, Lapsed: lapsed}, nil
 }
 
 // nullable reads a reply element that may be nil.

@@ -283,7 +283,7 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		rerun(t, s, store.OpSweep, func() {
 			res, err := s.Sweep(ctx)
 			require.NoError(t, err)
-			require.Equal(t, store.SweepResult{Requeued: []string{"a"}, Expired: []string{"late"}}, res)
+			require.Equal(t, store.SweepResult{Requeued: []string{"a"}, Expired: []string{"late"}, Lapsed: []string{}}, res)
 		})
 	})
 	t.Run("v2 sweep counts a lapse once", func(t *testing.T) {
