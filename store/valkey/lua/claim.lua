@@ -1,10 +1,10 @@
 -- claim: sweep what is due, then grant up to max queued jobs of one
 -- protocol in first-enqueue order across the queues the routes and kinds
 -- allow. Proto 2 also keeps at most UNSEALED_PER_ROUTE grants of a route
--- awaiting their payload (a capped route's queues are not read), offers a
--- re-offered job only to its runner (from that runner's sticky place, so
--- jobs held back for others cost nothing). Both honour not-before times,
--- which only proto-2 releases set.
+-- awaiting their payload (a capped route's queues are not read) and offers
+-- a re-offered job only to its runner (from that runner's sticky place, so
+-- jobs held back for others cost nothing). Both protocols honour
+-- not-before times, which only proto-2 releases set.
 -- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, sweep batch,
 --       touch '1'|'0' (stamp the runner's presence, whatever is granted),
 --       proto, n routes, then n (site, job owner) pairs, k kinds, then k
