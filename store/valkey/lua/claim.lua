@@ -4,7 +4,7 @@
 -- awaiting their payload (a capped route's queues are not read) and offers
 -- a re-offered job only to its runner (from that runner's sticky place, so
 -- jobs held back for others cost nothing). Both protocols honour
--- not-before times, which only proto-2 releases set.
+-- not-before times, set by a release that names a delay.
 -- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, sweep batch,
 --       touch '1'|'0' (stamp the runner's presence, whatever is granted),
 --       proto, n routes, then n (site, job owner) pairs, k kinds, then k
