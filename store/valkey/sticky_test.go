@@ -82,3 +82,22 @@ func TestD8_AClaimReadsNoJobReofferedToAnotherRunner(t *testing.T) {
 
 	require.Equal(t, []string{"j98", "j99"}, claimedIDs(claim("r49", 10)), "the re-offer runner still gets its jobs")
 }
+
+// A route at its unsealed cap is not read at all: a claim on it reads the
+// route's count and nothing of the jobs queued behind the cap.
+func TestClaimReadsNothingOfACappedRoute(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, srv.Client(t))
+	pinClock(t, s)
+	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = "j" + strconv.Itoa(i)
+	}
+	enqueue2(t, s, ids...)
+	require.Equal(t, ids[:store.UnsealedPerRoute], claimedIDs(mustClaim2(t, s, "r1", 10)))
+
+	require.NoError(t, s.client.Do(t.Context(), s.client.B().ConfigResetstat().Build()).Error())
+	require.Empty(t, mustClaim2(t, s, "r2", 10))
+	require.Equal(t, 1, commandCalls(t, s, "hget"), "only the route's count is read")
+	require.Zero(t, commandCalls(t, s, "hset"), "nothing is granted or rewritten")
+}
