@@ -1,0 +1,21 @@
+package memory_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/store/memory"
+	"github.com/byollm/relayd/store/storetest"
+)
+
+func TestPairingsContract(t *testing.T) {
+	storetest.RunPairings(t, func(t *testing.T) storetest.PairingsHarness {
+		c := clock.NewManual(time.UnixMilli(1_750_000_000_000))
+		return storetest.PairingsHarness{
+			Pairings: memory.NewPairings(c),
+			Now:      func(*testing.T) int64 { return clock.UnixMilli(c) },
+			Advance:  func(_ *testing.T, d time.Duration) { c.Advance(d) },
+		}
+	})
+}
