@@ -98,6 +98,7 @@ func schemaLua() (string, error) {
 	}
 	writeLuaList(&b, "FIELDS", jobFieldNames[:])
 	writeLuaList(&b, "PRESENCE_FIELDS", presenceFieldNames[:])
+	writeLuaList(&b, "PAIRING_FIELDS", pairingFieldNames[:])
 	b.WriteString("local DEVICE_KEY_ID = " + luaString(jsonName(reflect.TypeFor[grantedDevice](), "KeyID")) + "\n")
 	strs, optional, bools, ints, err := stubFields()
 	if err != nil {

@@ -56,10 +56,10 @@ func isRemembering(op store.Op) bool {
 }
 
 // scripted lists the operations that run a script: all but Ping, which
-// is the server's own PING.
+// is the server's own PING, and every Pairings operation.
 func scripted() []store.Op {
 	var out []store.Op
-	for _, op := range store.Ops() {
+	for _, op := range append(store.Ops(), store.PairingOps()...) {
 		if op != store.OpPing {
 			out = append(out, op)
 		}
@@ -72,7 +72,8 @@ func scripted() []store.Op {
 // describes them.
 func scriptKeys() []string {
 	return []string{"job", "payload", "result", "order", "queue", "deadline", "window", "lease",
-		"awaiting", "finished", "cancels", "refusals", "seq", "clock", "presence", "paired"}
+		"awaiting", "finished", "cancels", "refusals", "seq", "clock", "presence", "paired",
+		"pairings", "pairing_expiry", "pairing_identity", "pairing_user"}
 }
 
 // loadScripts builds every operation's script.
