@@ -24,7 +24,7 @@ var allowed = map[string][]string{
 	"protocol":            {"protocol/strictjson"},
 	"protocol/proto2":     {"protocol", "protocol/strictjson"},
 	"projection":          {"protocol", "protocol/strictjson"},
-	"pairing":             {"projection", "protocol", "protocol/strictjson"},
+	"pairing":             {"projection", "protocol", "protocol/strictjson", "store"},
 	"store":               {"protocol"},
 	"ratelimit":           {"clock"},
 	"metrics":             {"protocol", "store"},
