@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"store/backend":       {"clock", "ratelimit", "store", "store/memory", "store/valkey"},
 	"plane/codec":         {"clock", "projection", "protocol", "store"},
 	"plane/codec0":        {"clock", "plane/codec", "projection", "protocol", "store"},
-	"plane":               {"clock", "plane/codec", "plane/codec0", "projection", "protocol", "ratelimit", "store"},
+	"plane":               {"clock", "pairing", "plane/codec", "plane/codec0", "projection", "protocol", "ratelimit", "store"},
 	"config":              {"clock", "projection", "protocol", "ratelimit", "store/backend"},
 	"server":              {"clock", "config", "metrics", "plane", "projection", "protocol", "ratelimit", "store", "store/backend"},
 	"cmd/relayd":          {"config", "server"},
