@@ -1,5 +1,6 @@
 // Command relayd is the byollm blind relay: it routes sealed jobs between
 // sites and people's own machines, and can read none of them. See README.md.
+// `relayd approve` approves a pending device-code pairing (pairing/approvecmd).
 package main
 
 import (
@@ -11,10 +12,14 @@ import (
 	"syscall"
 
 	"github.com/byollm/relayd/config"
+	"github.com/byollm/relayd/pairing/approvecmd"
 	"github.com/byollm/relayd/server"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "approve" {
+		os.Exit(approvecmd.Run(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+	}
 	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "-help") {
 		config.Usage(os.Stdout)
 		return

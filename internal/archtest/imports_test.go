@@ -36,7 +36,8 @@ var allowed = map[string][]string{
 	"plane":               {"clock", "pairing", "plane/codec", "plane/codec0", "projection", "protocol", "ratelimit", "store"},
 	"config":              {"clock", "projection", "protocol", "ratelimit", "store/backend"},
 	"server":              {"clock", "config", "metrics", "plane", "projection", "protocol", "ratelimit", "store", "store/backend"},
-	"cmd/relayd":          {"config", "server"},
+	"cmd/relayd":          {"config", "pairing/approvecmd", "server"},
+	"pairing/approvecmd":  {"pairing", "projection", "protocol"},
 	"deploy":              {},
 	// Contract suites, imported by the tests of what they check.
 	"store/storetest":       {"protocol", "store"},
