@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
 
@@ -341,4 +342,61 @@ func pairingConcurrentStarts(t *testing.T, p *pairings) {
 		require.False(t, ok, "a refused start is not kept")
 	}
 	require.Equal(t, capacity, kept)
+}
+
+// BenchPairings measures one pairing's whole life in the store (start,
+// both lookups, drop) while depth other codes are pending, for each depth:
+// the cost must stay flat as the store fills (spec §5.7, no scans).
+func BenchPairings(b *testing.B, depths []int, fresh func(b *testing.B) store.Pairings) {
+	for _, depth := range depths {
+		b.Run(fmt.Sprintf("pending=%d", depth), func(b *testing.B) {
+			p := fresh(b)
+			ctx := b.Context()
+			n := 0
+			start := func(tag string) store.PendingPairing {
+				n++
+				// The store checks no key, so a cheap identity keeps the
+				// measurement on the store.
+				in := store.PendingPairing{
+					DeviceCode: "device-code-0123456789abcdefghijklmnopqrstu-" + tag, UserCode: userCodeFor(tag),
+					Device: protocol.PublicIdentity{Identity: "identity-" + tag, Encryption: "e", EncryptionSig: "s"},
+					Label:  "bench", Platform: "linux", Capabilities: []byte(`[{"kind":"generate","models":["m"]}]`),
+				}
+				if _, err := p.StartPairing(ctx, store.StartPairingInput{Pending: in, TTLMs: pairingTTL.Milliseconds(), Capacity: depth + 1}); err != nil {
+					b.Fatal(err)
+				}
+				return in
+			}
+			for i := range depth {
+				start(fmt.Sprintf("fill%d", i))
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				in := start(fmt.Sprintf("bench%d", i))
+				if _, ok, err := p.PairingByUserCode(ctx, in.UserCode); err != nil || !ok {
+					b.Fatalf("by user code: %v %v", ok, err)
+				}
+				if _, ok, err := p.PairingByDeviceCode(ctx, in.DeviceCode); err != nil || !ok {
+					b.Fatalf("by device code: %v %v", ok, err)
+				}
+				if err := p.DropPairing(ctx, in.DeviceCode); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// numberedUserCode is a distinct well-formed user code for each n < 32^8.
+func numberedUserCode(n int) string {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	code := []byte("0000-0000")
+	for i := 8; i >= 0 && n > 0; i-- {
+		if i == 4 {
+			continue
+		}
+		code[i] = alphabet[n%32]
+		n /= 32
+	}
+	return string(code)
 }

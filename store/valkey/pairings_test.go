@@ -121,3 +121,11 @@ func TestPairingsUnreadableRecordIsAnError(t *testing.T) {
 	_, err = decodePairing("d", "not framed")
 	require.ErrorIs(t, err, errUnreadable)
 }
+
+func BenchmarkPairings(b *testing.B) {
+	srv := valkeytest.Start(b)
+	client := srv.Client(b)
+	storetest.BenchPairings(b, []int{100, 10_000}, func(b *testing.B) store.Pairings {
+		return newTestStore(b, client).Pairings()
+	})
+}
