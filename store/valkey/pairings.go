@@ -18,6 +18,11 @@ import (
 // Each is one script on the store clock; the two lookups change nothing
 // but read the clock to judge expiry, so they run as ordinary scripts.
 
+// pairingFormat is the pending pairing record format. It is the pairing
+// records' own, apart from the job records', so that either can change
+// without the other.
+const pairingFormat = "1"
+
 // Field positions of a pending pairing record. The device code is the
 // record's hash field, not a field of the record.
 const (
@@ -111,7 +116,7 @@ func (p pairings) DropPairing(ctx context.Context, deviceCode string) error {
 // decodePairing builds a pending pairing from its stored record.
 func decodePairing(deviceCode, raw string) (store.PendingPairing, error) {
 	f, err := unframe(raw)
-	if err != nil || len(f) < pairingFields || f[pairingVersion] != recordFormat {
+	if err != nil || len(f) < pairingFields || f[pairingVersion] != pairingFormat {
 		return store.PendingPairing{}, fmt.Errorf("pending pairing: %w", errUnreadable)
 	}
 	expiresAt, err := strconv.ParseInt(f[pairingExpires], 10, 64)

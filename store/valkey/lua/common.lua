@@ -544,12 +544,35 @@ local function score_page(index)
 end
 
 -- Pending device codes (spec protocol-2 §5.7), under the same prefix:
---   K.pairings          hash  device code -> pending record (PAIRING_FIELDS)
+--   K.pairings          hash  device code -> pending record (PAIRING_FORMAT, PAIRING_FIELDS)
 --   K.pairing_expiry    zset  device code, score = expiresAt on the store clock
 --   K.pairing_identity  hash  device identity -> its one device code
 --   K.pairing_user      zset  lex, score 0: lenc(user code) .. '|' .. seq16 .. device code
 -- A start sets all four to expire with the last code to die, so nothing
 -- lingers once no code is pending; expiry itself is judged on the clock.
+
+-- pairing_read splits a pending record into a table by PAIRING_FIELDS, or
+-- returns nil when it is not a record of PAIRING_FORMAT.
+local function pairing_read(raw)
+  local f = unframe(raw)
+  if not f or #f < #PAIRING_FIELDS or f[1] ~= PAIRING_FORMAT then
+    return nil
+  end
+  local rec = {}
+  for i = 2, #PAIRING_FIELDS do
+    rec[PAIRING_FIELDS[i]] = f[i]
+  end
+  return rec
+end
+
+-- pairing_write frames a pending record's fields in PAIRING_FIELDS order.
+local function pairing_write(rec)
+  local f = { PAIRING_FORMAT }
+  for i = 2, #PAIRING_FIELDS do
+    f[i] = rec[PAIRING_FIELDS[i]]
+  end
+  return frame(f)
+end
 
 -- pairing_user_member is a code's entry in the user-code index: the
 -- sequence orders codes that share a user code, first started first.
@@ -559,7 +582,7 @@ end
 
 -- pairing_drop removes one pending code from every index.
 local function pairing_drop(device_code)
-  local rec = read_record(redis.call('HGET', K.pairings, device_code), PAIRING_FIELDS)
+  local rec = pairing_read(redis.call('HGET', K.pairings, device_code))
   redis.call('HDEL', K.pairings, device_code)
   redis.call('ZREM', K.pairing_expiry, device_code)
   if rec then
@@ -583,7 +606,7 @@ end
 -- code dies at its expiresAt), or nil.
 local function pairing_live(device_code, now)
   local raw = redis.call('HGET', K.pairings, device_code)
-  local rec = read_record(raw, PAIRING_FIELDS)
+  local rec = pairing_read(raw)
   if rec and tonumber(rec.expires) > now then
     return { device_code, raw }
   end

@@ -26,7 +26,7 @@ local rec = {
   user = ARGV[2], identity = identity, expires = expires, seq = tostring(redis.call('INCR', K.seq)),
   device = ARGV[4], label = ARGV[5], platform = ARGV[6], caps = ARGV[7],
 }
-redis.call('HSET', K.pairings, device_code, write_record(rec, PAIRING_FIELDS, {}))
+redis.call('HSET', K.pairings, device_code, pairing_write(rec))
 redis.call('ZADD', K.pairing_expiry, expires, device_code)
 redis.call('HSET', K.pairing_identity, identity, device_code)
 redis.call('ZADD', K.pairing_user, 0, pairing_user_member(rec.user, rec.seq, device_code))
