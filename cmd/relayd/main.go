@@ -22,6 +22,7 @@ func main() {
 	}
 	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "-help") {
 		config.Usage(os.Stdout)
+		fmt.Fprintln(os.Stdout, "\nrelayd approve --help describes the command that approves a pending pairing.")
 		return
 	}
 	cfg, err := config.Load(os.Args[1:], os.Getenv)

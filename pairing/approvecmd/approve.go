@@ -53,6 +53,7 @@ var (
 	ErrUnknownCode = errors.New("no pending pairing has that user code")
 	ErrNoConsent   = errors.New("the owner has no consent in the fixture")
 	ErrOtherOwner  = errors.New("the device is already approved for another owner")
+	ErrRevoked     = errors.New("the device is revoked in the fixture")
 )
 
 // Approver approves pairings. Its zero value is not usable; New makes one.
@@ -161,6 +162,11 @@ func (a *Approver) runnerIDFor(p *projection.Projection, r Request, d pairing.De
 	existing, known := p.DeviceByFingerprint(d.Device.Identity)
 	if known && existing.Owner != r.Owner {
 		return "", fmt.Errorf("%w: %q (runner %s); edit the fixture to move it", ErrOtherOwner, existing.Owner, existing.RunnerID)
+	}
+	if known && existing.Revoked {
+		// A revocation is a decision about these keys; whoever holds them
+		// can start a code, so a code alone must not undo it.
+		return "", fmt.Errorf("%w (runner %s); delete its record first to approve it again", ErrRevoked, existing.RunnerID)
 	}
 	switch {
 	case r.RunnerID != "":

@@ -191,6 +191,23 @@ func TestApproveRefusesToMoveADeviceToAnotherOwner(t *testing.T) {
 	require.Equal(t, "alice", got.Owner, "still alice's")
 }
 
+// A revoked device stays revoked: whoever holds its keys can start a code,
+// so approving one must not undo the revocation.
+func TestApproveRefusesARevokedDevice(t *testing.T) {
+	w := newWorld(t)
+	f := w.load(t).Fixture()
+	f.Devices = append(f.Devices, projection.DeviceRecord{Owner: "alice", RunnerID: "runner_old", Device: w.device, Revoked: true})
+	raw, err := json.Marshal(f)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(w.fixture, raw, 0o600))
+
+	code, stdout, stderr := run(t, w.args("--owner", "alice", userCode)...)
+	require.Equal(t, 1, code)
+	require.Empty(t, stdout)
+	require.Contains(t, stderr, "the device is revoked in the fixture (runner runner_old)")
+	require.True(t, w.load(t).RevokedDevice("runner_old"), "still revoked")
+}
+
 func TestApproveHelp(t *testing.T) {
 	code, stdout, stderr := run(t, "--help")
 	require.Equal(t, 0, code)
