@@ -358,7 +358,7 @@ func BenchPairings(b *testing.B, depths []int, fresh func(b *testing.B) store.Pa
 				// The store checks no key, so a cheap identity keeps the
 				// measurement on the store.
 				in := store.PendingPairing{
-					DeviceCode: "device-code-0123456789abcdefghijklmnopqrstu-" + tag, UserCode: userCodeFor(tag),
+					DeviceCode: "device-code-0123456789abcdefghijklmnopqrstu-" + tag, UserCode: numberedUserCode(n),
 					Device: protocol.PublicIdentity{Identity: "identity-" + tag, Encryption: "e", EncryptionSig: "s"},
 					Label:  "bench", Platform: "linux", Capabilities: []byte(`[{"kind":"generate","models":["m"]}]`),
 				}
