@@ -2,9 +2,10 @@
 // (spec §5) as pure functions and types: the formats of user codes and
 // device codes and their generation from a caller's random source, how a
 // typed user code is normalised, how long a code lives and how often a
-// daemon polls, and the capacity rule a pending-code store applies on put.
-// It stores nothing and speaks no HTTP; a store and the daemon plane build
-// on it.
+// daemon polls, and what the approving side may learn of a pending code
+// (Details). It stores nothing and speaks no HTTP: the pending codes and
+// the rules of their capacity and expiry are store.Pairings', and the
+// daemon plane builds on both.
 //
 // It also holds the approval writer of decision D3 (Approve): with no
 // control plane, an operator approves a pending device by adding it to the

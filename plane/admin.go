@@ -8,7 +8,7 @@ import (
 )
 
 // Admin serves the operator's endpoints on a private listener: liveness,
-// readiness and the debug page.
+// readiness, the debug page and the pending pairings.
 type Admin struct {
 	relay    *Relay
 	echo     *echo.Echo
@@ -23,6 +23,7 @@ func NewAdmin(relay *Relay) *Admin {
 		return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	a.echo.GET("/readyz", a.readyz)
+	a.echo.GET(pendingPairingPath, a.pendingPairing)
 	a.echo.Any("/debug", relay.serveDebug)
 	a.echo.Any(relay.basePath+"/debug", relay.serveDebug)
 	return a

@@ -40,6 +40,9 @@ type Config struct {
 	LeaseMs int64
 	// Store holds the routing state.
 	Store store.RoutingStore
+	// Pairings holds the pending device codes, beside Store. Nil means
+	// none are kept: no user code resolves.
+	Pairings store.Pairings
 	// Projection returns the projection in force now.
 	Projection func() *projection.Projection
 	// Clock is the relay's own clock: signature freshness and serverTime.

@@ -1,5 +1,6 @@
 // Command relayd is the byollm blind relay: it routes sealed jobs between
 // sites and people's own machines, and can read none of them. See README.md.
+// `relayd approve` approves a pending device-code pairing (pairing/approvecmd).
 package main
 
 import (
@@ -11,12 +12,17 @@ import (
 	"syscall"
 
 	"github.com/byollm/relayd/config"
+	"github.com/byollm/relayd/pairing/approvecmd"
 	"github.com/byollm/relayd/server"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "approve" {
+		os.Exit(approvecmd.Run(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+	}
 	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "-help") {
 		config.Usage(os.Stdout)
+		fmt.Fprintln(os.Stdout, "\nrelayd approve --help describes the command that approves a pending pairing.")
 		return
 	}
 	cfg, err := config.Load(os.Args[1:], os.Getenv)

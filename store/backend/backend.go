@@ -63,26 +63,30 @@ type Options struct {
 // everything, the limiters' connections included.
 type Backend struct {
 	Store store.RoutingStore
+	// Pairings are the pending device codes, kept where Store keeps its
+	// state and judged on its clock, so every replica sees the same codes.
+	Pairings store.Pairings
 	// RateLimit and SiteRateLimit are nil when their rate is disabled, and
 	// then limit nothing.
 	RateLimit     ratelimit.Limiter
 	SiteRateLimit ratelimit.Limiter
 }
 
-// Open opens the configured store and builds its limiters where it keeps
-// its state: in process for the memory store; in Valkey, on its clock, for
-// the Valkey store, so that every replica charges one bucket per caller.
+// Open opens the configured store, with its pending device codes, and
+// builds its limiters where it keeps its state: in process for the memory
+// store; in Valkey, on its clock, for the Valkey store, so that every
+// replica charges one bucket per caller and sees every pending code.
 func Open(ctx context.Context, o Options) (Backend, error) {
 	switch o.Kind {
 	case Memory:
 		st := memory.New(o.Clock)
-		return withLimiters(st, st.Limiter, o)
+		return withLimiters(st, memory.NewPairings(o.Clock), st.Limiter, o)
 	case Valkey:
 		st, err := openValkey(ctx, o.Valkey, o.Logger)
 		if err != nil {
 			return Backend{}, err
 		}
-		b, err := withLimiters(st, st.Limiter, o)
+		b, err := withLimiters(st, st.Pairings(), st.Limiter, o)
 		if err != nil {
 			_ = st.Close()
 		}
@@ -91,9 +95,10 @@ func Open(ctx context.Context, o Options) (Backend, error) {
 	return Backend{}, fmt.Errorf("unknown store %q", o.Kind)
 }
 
-// withLimiters completes a backend on st with limiters from build.
-func withLimiters(st store.RoutingStore, build func(ratelimit.Rate) (ratelimit.Limiter, error), o Options) (Backend, error) {
-	b := Backend{Store: st}
+// withLimiters completes a backend on st and its pairings with limiters
+// from build.
+func withLimiters(st store.RoutingStore, pairings store.Pairings, build func(ratelimit.Rate) (ratelimit.Limiter, error), o Options) (Backend, error) {
+	b := Backend{Store: st, Pairings: pairings}
 	var err error
 	if b.RateLimit, err = limiter(o.RateLimit, build); err != nil {
 		return Backend{}, fmt.Errorf("rate limit: %w", err)

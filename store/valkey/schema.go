@@ -136,6 +136,8 @@ func schemaLua() (string, error) {
 	writeLuaList(&b, "FIELDS", jobFieldNames[:])
 	writeLuaList(&b, "LEGACY_FIELDS", jobFieldNames[:legacyJobFields])
 	writeLuaList(&b, "PRESENCE_FIELDS", presenceFieldNames[:])
+	b.WriteString("local PAIRING_FORMAT = " + luaString(pairingFormat) + "\n")
+	writeLuaList(&b, "PAIRING_FIELDS", pairingFieldNames[:])
 	b.WriteString("local DEVICE_KEY_ID = " + luaString(jsonName(reflect.TypeFor[grantedDevice](), "KeyID")) + "\n")
 	strs, optional, bools, ints, err := stubFields()
 	if err != nil {

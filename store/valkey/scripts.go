@@ -57,10 +57,10 @@ func isRemembering(op store.Op) bool {
 }
 
 // scripted lists the operations that run a script: all but Ping, which
-// is the server's own PING.
+// is the server's own PING, and every Pairings operation.
 func scripted() []store.Op {
 	var out []store.Op
-	for _, op := range store.Ops() {
+	for _, op := range append(store.Ops(), store.PairingOps()...) {
 		if op != store.OpPing {
 			out = append(out, op)
 		}
@@ -74,7 +74,8 @@ func scripted() []store.Op {
 // them.
 func scriptKeys() []string {
 	keys := append(append([]string{}, jobKeys...), jobIndexes...)
-	keys = append(keys, "seq", "clock", "presence", "paired")
+	keys = append(keys, "seq", "clock", "presence", "paired",
+		"pairings", "pairing_expiry", "pairing_identity", "pairing_user")
 	for _, k := range jobKeys {
 		keys = append(keys, legacyKey+k)
 	}

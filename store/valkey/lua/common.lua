@@ -878,3 +878,73 @@ local function migrate_legacy(now, batch)
     end
   end
 end
+
+-- Pending device codes (spec protocol-2 §5.7), under the same prefix:
+--   K.pairings          hash  device code -> pending record (PAIRING_FORMAT, PAIRING_FIELDS)
+--   K.pairing_expiry    zset  device code, score = expiresAt on the store clock
+--   K.pairing_identity  hash  device identity -> its one device code
+--   K.pairing_user      zset  lex, score 0: lenc(user code) .. '|' .. seq16 .. device code
+-- A start sets all four to expire with the last code to die, so nothing
+-- lingers once no code is pending; expiry itself is judged on the clock.
+
+-- pairing_read splits a pending record into a table by PAIRING_FIELDS, or
+-- returns nil when it is not a record of PAIRING_FORMAT.
+local function pairing_read(raw)
+  local f = unframe(raw)
+  if not f or #f < #PAIRING_FIELDS or f[1] ~= PAIRING_FORMAT then
+    return nil
+  end
+  local rec = {}
+  for i = 2, #PAIRING_FIELDS do
+    rec[PAIRING_FIELDS[i]] = f[i]
+  end
+  return rec
+end
+
+-- pairing_write frames a pending record's fields in PAIRING_FIELDS order.
+local function pairing_write(rec)
+  local f = { PAIRING_FORMAT }
+  for i = 2, #PAIRING_FIELDS do
+    f[i] = rec[PAIRING_FIELDS[i]]
+  end
+  return frame(f)
+end
+
+-- pairing_user_member is a code's entry in the user-code index: the
+-- sequence orders codes that share a user code, first started first.
+local function pairing_user_member(user, seq, device_code)
+  return list_prefix(user) .. seq16(seq) .. device_code
+end
+
+-- pairing_drop removes one pending code from every index.
+local function pairing_drop(device_code)
+  local rec = pairing_read(redis.call('HGET', K.pairings, device_code))
+  redis.call('HDEL', K.pairings, device_code)
+  redis.call('ZREM', K.pairing_expiry, device_code)
+  if rec then
+    redis.call('ZREM', K.pairing_user, pairing_user_member(rec.user, rec.seq, device_code))
+    if redis.call('HGET', K.pairing_identity, rec.identity) == device_code then
+      redis.call('HDEL', K.pairing_identity, rec.identity)
+    end
+  end
+end
+
+-- pairing_purge drops up to batch codes whose expiry has come; the
+-- capacity count skips any the batch leaves.
+local function pairing_purge(now, batch)
+  local due = redis.call('ZRANGEBYSCORE', K.pairing_expiry, '-inf', ms(now), 'LIMIT', 0, batch)
+  for i = 1, #due do
+    pairing_drop(due[i])
+  end
+end
+
+-- pairing_live returns {device code, record} for a code alive at now (a
+-- code dies at its expiresAt), or nil.
+local function pairing_live(device_code, now)
+  local raw = redis.call('HGET', K.pairings, device_code)
+  local rec = pairing_read(raw)
+  if rec and tonumber(rec.expires) > now then
+    return { device_code, raw }
+  end
+  return nil
+end

@@ -1,0 +1,138 @@
+package valkey
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+)
+
+// The pending device codes live beside the routing state, under the same
+// hash-tagged prefix, so that a start on one replica and a poll on another
+// meet (spec protocol-2 §5.7). common.lua describes the four keys: the
+// records by device code, and indexes by expiry, by device identity and by
+// user code, so every operation is O(log n) and none walks every code.
+// Each is one script on the store clock; the two lookups change nothing
+// but read the clock to judge expiry, so they run as ordinary scripts.
+
+// pairingFormat is the pending pairing record format. It is the pairing
+// records' own, apart from the job records', so that either can change
+// without the other.
+const pairingFormat = "1"
+
+// Field positions of a pending pairing record. The device code is the
+// record's hash field, not a field of the record.
+const (
+	pairingVersion = iota
+	pairingUser
+	pairingIdentity
+	pairingExpires
+	pairingSeq
+	pairingDevice
+	pairingLabel
+	pairingPlatform
+	pairingCapabilities
+	pairingFields
+)
+
+// pairingFieldNames are the names the scripts give the record's fields.
+var pairingFieldNames = [pairingFields]string{
+	pairingVersion: "v", pairingUser: "user", pairingIdentity: "identity", pairingExpires: "expires",
+	pairingSeq: "seq", pairingDevice: "device", pairingLabel: "label", pairingPlatform: "platform",
+	pairingCapabilities: "caps",
+}
+
+// Pairings returns the store's pending device codes, which share its
+// client, prefix and clock.
+func (s *Store) Pairings() store.Pairings { return pairings{s: s} }
+
+type pairings struct{ s *Store }
+
+var _ store.Pairings = pairings{}
+
+// StartPairing implements store.Pairings.
+func (p pairings) StartPairing(ctx context.Context, in store.StartPairingInput) (int64, error) {
+	pending := in.Pending
+	device, err := json.Marshal(pending.Device)
+	if err != nil {
+		return 0, fmt.Errorf("valkey store: %s: encoding device: %w", store.OpStartPairing, err)
+	}
+	c := p.s.newCall(store.OpStartPairing, pending.DeviceCode, pending.UserCode, pending.Device.Identity,
+		string(device), pending.Label, pending.Platform, string(pending.Capabilities),
+		strconv.FormatInt(in.TTLMs, 10), strconv.Itoa(in.Capacity))
+	parts, err := p.s.execWrite(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	if err := wantParts(store.OpStartPairing, parts, 1); err != nil {
+		return 0, err
+	}
+	expiresAt, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("valkey store: %s: expiresAt %q: %w", store.OpStartPairing, parts[0], err)
+	}
+	return expiresAt, nil
+}
+
+// PairingByDeviceCode implements store.Pairings.
+func (p pairings) PairingByDeviceCode(ctx context.Context, deviceCode string) (store.PendingPairing, bool, error) {
+	return p.lookup(ctx, store.OpPairingByDeviceCode, deviceCode)
+}
+
+// PairingByUserCode implements store.Pairings.
+func (p pairings) PairingByUserCode(ctx context.Context, userCode string) (store.PendingPairing, bool, error) {
+	return p.lookup(ctx, store.OpPairingByUserCode, userCode)
+}
+
+// lookup runs a lookup script, whose reply is nil or {device code, record}.
+func (p pairings) lookup(ctx context.Context, op store.Op, arg string) (store.PendingPairing, bool, error) {
+	msg, err := p.s.exec(ctx, p.s.newCall(op, arg))
+	if err != nil {
+		return store.PendingPairing{}, false, err
+	}
+	if msg.IsNil() {
+		return store.PendingPairing{}, false, nil
+	}
+	parts, err := msg.AsStrSlice()
+	if err != nil || len(parts) != 2 {
+		return store.PendingPairing{}, false, fmt.Errorf("valkey store: %s: unexpected reply %v", op, msg)
+	}
+	pending, err := decodePairing(parts[0], parts[1])
+	if err != nil {
+		return store.PendingPairing{}, false, fmt.Errorf("valkey store: %s: %w", op, err)
+	}
+	return pending, true, nil
+}
+
+// DropPairing implements store.Pairings.
+func (p pairings) DropPairing(ctx context.Context, deviceCode string) error {
+	_, err := p.s.execWrite(ctx, p.s.newCall(store.OpDropPairing, deviceCode))
+	return err
+}
+
+// decodePairing builds a pending pairing from its stored record.
+func decodePairing(deviceCode, raw string) (store.PendingPairing, error) {
+	f, err := unframe(raw)
+	if err != nil || len(f) < pairingFields || f[pairingVersion] != pairingFormat {
+		return store.PendingPairing{}, fmt.Errorf("pending pairing: %w", errUnreadable)
+	}
+	expiresAt, err := strconv.ParseInt(f[pairingExpires], 10, 64)
+	if err != nil {
+		return store.PendingPairing{}, fmt.Errorf("pending pairing: expiresAt: %w", err)
+	}
+	var device protocol.PublicIdentity
+	if err := json.Unmarshal([]byte(f[pairingDevice]), &device); err != nil {
+		return store.PendingPairing{}, fmt.Errorf("pending pairing: device: %w", err)
+	}
+	pending := store.PendingPairing{
+		DeviceCode: deviceCode, UserCode: f[pairingUser], Device: device,
+		Label: f[pairingLabel], Platform: f[pairingPlatform], ExpiresAt: expiresAt,
+	}
+	if caps := f[pairingCapabilities]; caps != "" {
+		pending.Capabilities = json.RawMessage(caps)
+	}
+	return pending, nil
+}
