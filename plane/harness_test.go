@@ -22,6 +22,7 @@ import (
 	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/plane"
+	"github.com/byollm/relayd/plane/codec2"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
@@ -112,6 +113,10 @@ type setupOpts struct {
 	RateLimit         ratelimit.Rate
 	SiteRateLimit     ratelimit.Rate
 	TrustForwardedFor bool
+	// Protocols and V2 are the protocols served and protocol "2"'s
+	// settings; the zero values serve "0" alone, as relayd did before "2".
+	Protocols plane.Protocols
+	V2        codec2.Options
 }
 
 type bundle struct {
@@ -224,6 +229,10 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 		RateLimit:         limiterOn(s, b.opts.RateLimit),
 		SiteRateLimit:     limiterOn(s, b.opts.SiteRateLimit),
 		TrustForwardedFor: b.opts.TrustForwardedFor,
+
+		Protocols: b.opts.Protocols,
+		V2:        b.opts.V2,
+		Pairings:  pairingsOf(s),
 	}
 }
 

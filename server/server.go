@@ -17,8 +17,10 @@ import (
 	"github.com/byollm/relayd/config"
 	"github.com/byollm/relayd/metrics"
 	"github.com/byollm/relayd/plane"
+	"github.com/byollm/relayd/plane/codec2"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/backend"
 )
@@ -46,6 +48,10 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if err != nil {
 		return err
 	}
+	// Pending device codes live beside the routing state, so that every
+	// replica sharing the store shares them; a store without them serves
+	// no device-code pairing.
+	pairings, _ := b.Store.(store.Pairings)
 	st := m.InstrumentStore(b.Store)
 	defer func() {
 		if err := st.Close(); err != nil {
@@ -62,6 +68,12 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RateLimit: b.RateLimit, SiteRateLimit: b.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
+		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2},
+		Pairings:  pairings,
+		V2: codec2.Options{
+			VerificationURL: cfg.VerificationURL, DaemonFloor: cfg.DaemonFloor, UpdateOffer: cfg.UpdateOffer,
+			PairingCapacity: cfg.PairingCapacity, Limits: proto2.Limits{MaxListItems: cfg.MaxListItems},
+		},
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
@@ -90,7 +102,13 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		go sweepEvery(bg, st, cfg.SweepInterval, logger)
 	}
 	logger.Info("relayd serving", slog.String("public", publicLn.Addr().String()), slog.String("admin", adminLn.Addr().String()),
-		slog.String("store", cfg.Store), slog.String("site_id", cfg.SiteID), slog.String("projection", src.Current().Hash()))
+		slog.String("store", cfg.Store), slog.String("site_id", cfg.SiteID), slog.String("projection", src.Current().Hash()),
+		slog.String("protocols", cfg.Protocols.String()), slog.Bool("device_code_pairing", cfg.VerificationURL != "" && pairings != nil))
+	if cfg.Protocols.V2 {
+		// Decision D5: without a control plane nothing can refuse a job at
+		// enqueue, and the reference asks a relay in that state to say so.
+		logger.Warn(plane.NoEnqueuePolicy)
+	}
 	if hooks.Listening != nil {
 		hooks.Listening(publicLn.Addr(), adminLn.Addr())
 	}
@@ -215,6 +233,10 @@ func sweepEvery(ctx context.Context, st store.RoutingStore, every time.Duration,
 			}
 			if n := len(res.Requeued) + len(res.Expired); n > 0 {
 				logger.Debug("swept", slog.Int("requeued", len(res.Requeued)), slog.Int("expired", len(res.Expired)))
+			}
+			if len(res.Lapsed) > 0 {
+				// Decision D6: a site that claims and never seals shows here.
+				logger.Info("sealing windows lapsed", slog.Int("lapsed", len(res.Lapsed)), slog.Any("job_ids", res.Lapsed))
 			}
 		}
 	}

@@ -35,8 +35,8 @@ var allowed = map[string][]string{
 	"plane/codec0":        {"clock", "plane/codec", "projection", "protocol", "store"},
 	"plane/codec2":        {"pairing", "plane/codec", "projection", "protocol", "protocol/proto2", "store"},
 	"plane":               {"clock", "pairing", "plane/codec", "plane/codec0", "plane/codec2", "projection", "protocol", "protocol/proto2", "ratelimit", "store"},
-	"config":              {"clock", "projection", "protocol", "ratelimit", "store/backend"},
-	"server":              {"clock", "config", "metrics", "plane", "projection", "protocol", "ratelimit", "store", "store/backend"},
+	"config":              {"clock", "pairing", "projection", "protocol", "protocol/proto2", "ratelimit", "store/backend"},
+	"server":              {"clock", "config", "metrics", "plane", "plane/codec2", "projection", "protocol", "protocol/proto2", "ratelimit", "store", "store/backend"},
 	"cmd/relayd":          {"config", "server"},
 	"deploy":              {},
 	// Contract suites, imported by the tests of what they check.
