@@ -1,6 +1,10 @@
 package plane
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
+
 	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/plane/codec0"
 	"github.com/byollm/relayd/plane/codec2"
@@ -44,22 +48,69 @@ func newClassifier(env *codec.Env, served Protocols, v2 codec2.Options) classifi
 // version the relay does not speak. Either way no signature has been
 // checked yet, which is what lets an unsupported version be named as such
 // on both planes (the posture audit's D011).
-func (k classifier) classify(plane codec.Plane, body *protocol.Body, rawQuery string) (codec.Codec, error) {
+//
+// A site request that declares "0" goes to the "0" codec, whose strict
+// site schemas have no protocolVersion key (A2): classify then returns the
+// body that schema reads, the key removed, while the signature still
+// covers the body as sent.
+func (k classifier) classify(plane codec.Plane, body *protocol.Body, rawQuery string) (codec.Codec, []byte, error) {
 	if k.v2 == nil {
-		return k.classifyV0(plane, body)
+		c, err := k.classifyV0(plane, body)
+		return c, nil, err
 	}
 	rule := k.rules.Daemon
 	if plane == codec.Site {
 		rule = k.rules.Site
 	}
-	which, refusal := rule(k.decoder.DeclaredVersion(body.Raw(), rawQuery))
+	decl := k.decoder.DeclaredVersion(body.Raw(), rawQuery)
+	which, refusal := rule(decl)
 	if refusal != nil {
-		return nil, refusal
+		return nil, nil, refusal
 	}
-	if which == proto2.CodecV0 {
-		return k.v0, nil
+	if which == proto2.CodecV2 {
+		return k.v2, nil, nil
 	}
-	return k.v2, nil
+	if plane == codec.Site && decl.Kind == proto2.Declared {
+		if stripped, ok := withoutMember(body.Raw(), "protocolVersion"); ok {
+			return k.v0, stripped, nil
+		}
+	}
+	return k.v0, nil, nil
+}
+
+// withoutMember returns the JSON object raw with its top-level members
+// named key removed, every other byte of every other member as sent. It
+// reports false when raw is not one readable object, which the schema
+// will refuse as it stands.
+func withoutMember(raw []byte, key string) ([]byte, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	kept := [][]byte{}
+	for dec.More() {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		name, isKey := tok.(string)
+		if err != nil || !isKey {
+			return nil, false
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, false
+		}
+		if name != key {
+			// The member's text, without the comma and space before it.
+			kept = append(kept, bytes.TrimLeft(raw[start:dec.InputOffset()], ", \t\r\n"))
+		}
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return append(append([]byte("{"), bytes.Join(kept, []byte(","))...), '}'), true
 }
 
 // classifyV0 is the classifier of a relay speaking protocol "0" alone,

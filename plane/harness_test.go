@@ -141,15 +141,58 @@ type bundle struct {
 	otherSite *peer.Site // registered, but not routed for
 }
 
-// eachStore runs test once per store factory, each on a fresh bundle.
+// eachStore runs test once per store factory, each on a fresh bundle. A
+// test that names no protocols is one of protocol "0"'s: it runs on a
+// relay serving "0" alone, the relay relayd was before "2" (subtests
+// named after the store), and again on one serving relayd's default, "0"
+// and "2" (named <store>_default), where protocol "0" must answer the
+// same but for a daemon-plane request that declares no version (A1; see
+// requireUndeclared).
 func eachStore(t *testing.T, opts *setupOpts, test func(t *testing.T, b *bundle)) {
 	t.Helper()
-	for _, sf := range storeFactories {
-		t.Run(sf.name, func(t *testing.T) {
-			t.Parallel()
-			test(t, setup(t, sf.make, opts))
-		})
+	if opts == nil {
+		opts = &setupOpts{}
 	}
+	configs := []struct {
+		suffix    string
+		protocols plane.Protocols
+	}{{"", opts.Protocols}}
+	if opts.Protocols == (plane.Protocols{}) {
+		configs = append(configs, struct {
+			suffix    string
+			protocols plane.Protocols
+		}{"_default", defaultProtocols})
+	}
+	for _, sf := range storeFactories {
+		for _, cfg := range configs {
+			o := *opts
+			o.Protocols = cfg.protocols
+			t.Run(sf.name+cfg.suffix, func(t *testing.T) {
+				t.Parallel()
+				test(t, setup(t, sf.make, &o))
+			})
+		}
+	}
+}
+
+// defaultProtocols is what relayd serves unless told otherwise
+// (config.DefaultProtocols).
+var defaultProtocols = plane.Protocols{V0: true, V2: true}
+
+// servesV2 reports whether the bundle's relay serves protocol "2" too.
+func (b *bundle) servesV2() bool { return b.opts.Protocols.V2 }
+
+// requireUndeclared checks the answer to a daemon-plane request that
+// declares no protocol version: protocol "0"'s own answer (status, body)
+// on a relay serving "0" alone; with "2" served too, the version is
+// refused by name before anything else is looked at (A1).
+func (b *bundle) requireUndeclared(t *testing.T, resp peer.RawResponse, status int, body string) {
+	t.Helper()
+	if b.servesV2() {
+		requireAnswer(t, resp, 400, bodyNoVersion)
+		return
+	}
+	requireAnswer(t, resp, status, body)
 }
 
 func setup(t *testing.T, sf storeFactory, opts *setupOpts) *bundle {
@@ -601,6 +644,9 @@ const (
 	bodyStubWrongSite     = `{"error":"unauthorized","message":"that stub does not name the site that signed it"}`
 	bodyIDTaken           = `{"error":"forbidden","message":"that job id belongs to another site"}`
 	bodyAlreadyFinished   = `{"error":"too-late","message":"this job has already finished"}`
+	// bodyNoVersion is A1's refusal, on a relay serving "0" and "2".
+	bodyNoVersion = `{"error":"unsupported-protocol-version","message":"this request declared no protocol version. Upgrade the daemon: ` +
+		"`npm i -g byollm@latest`" + `.","supported":["0","2"],"minimum":"0"}`
 )
 
 func bodyTooLate(state store.State) string {

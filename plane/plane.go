@@ -208,11 +208,15 @@ func (r *Relay) serve(c echo.Context, plane codec.Plane, endpoint string) error 
 	if err != nil {
 		return err
 	}
-	cdc, err := r.classifier.classify(plane, body, req.URL.RawQuery)
+	cdc, schema, err := r.classifier.classify(plane, body, req.URL.RawQuery)
 	if err != nil {
 		return err
 	}
-	answer, err := cdc.Serve(ctx, &codec.Request{Plane: plane, Endpoint: endpoint, Header: req.Header, RawQuery: req.URL.RawQuery, Body: body})
+	request := &codec.Request{Plane: plane, Endpoint: endpoint, Header: req.Header, RawQuery: req.URL.RawQuery, Body: body}
+	if schema != nil {
+		request.Schema = r.decoder.Body(schema)
+	}
+	answer, err := cdc.Serve(ctx, request)
 	if err != nil {
 		return err
 	}

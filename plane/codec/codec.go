@@ -67,8 +67,21 @@ type Request struct {
 	// RawQuery is the URL's query, still encoded; the site plane's reads
 	// take their siteId from it.
 	RawQuery string
-	// Body is empty for every method but POST.
+	// Body is empty for every method but POST. Its bytes are what the
+	// signature covers.
 	Body *protocol.Body
+	// Schema, when set, is the body the request schema reads instead of
+	// Body: a protocol "0" site request that declared "0", with that key
+	// removed, since "0"'s site schemas have none (spec A2).
+	Schema *protocol.Body
+}
+
+// SchemaBody is the body the request's schema reads.
+func (r *Request) SchemaBody() *protocol.Body {
+	if r.Schema != nil {
+		return r.Schema
+	}
+	return r.Body
 }
 
 // Codec serves the requests of one protocol version.
