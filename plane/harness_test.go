@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -117,6 +118,8 @@ type setupOpts struct {
 	// settings; the zero values serve "0" alone, as relayd did before "2".
 	Protocols plane.Protocols
 	V2        codec2.Options
+	// Logger, when set, receives the relay's logs.
+	Logger *slog.Logger
 }
 
 type bundle struct {
@@ -273,6 +276,7 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 		SiteRateLimit:     limiterOn(s, b.opts.SiteRateLimit),
 		TrustForwardedFor: b.opts.TrustForwardedFor,
 
+		Logger:    b.opts.Logger,
 		Protocols: b.opts.Protocols,
 		V2:        b.opts.V2,
 		Pairings:  pairingsOf(s),
