@@ -348,7 +348,7 @@ func TestV2_RetiringSiteKeysAndSuccessions(t *testing.T) {
 		requireAnswer(t, old.enqueue(t, stale), http.StatusForbidden, `{"error":"forbidden","message":"that stub does not name the site that signed it"}`)
 
 		rotation := proto2.Keyed[proto2.SiteSuccession]{{Key: b.keys["next"].KeyID(), Value: proto2.SiteSuccession{
-			Succeeds: []proto2.Succession{{Identity: b.keys["site"].Public(), Signature: b.source.Current().Fixture().Sites[0].Succeeds[0].Signature}},
+			Succeeds:      []proto2.Succession{{Identity: b.keys["site"].Public(), Signature: b.source.Current().Fixture().Sites[0].Succeeds[0].Signature}},
 			RetiringUntil: until,
 		}}}
 		successions, err := proto2.Marshal(rotation)
