@@ -111,7 +111,7 @@ func traceNames(t *testing.T, trace []traced) map[string]string {
 
 // The golden trace, replayed against relayd: the same requests in the same
 // order, with this world's site, device, keys, deadline and lease in place
-// of the traced ones and signed by this world's keys, get the same
+// of the recorded ones and signed by this world's keys, get the same
 // statuses and byte for byte the same answers but for the times.
 func TestV2_GoldenTraceReplays(t *testing.T) {
 	trace := readGoldenTrace(t)
