@@ -43,6 +43,9 @@ type Config struct {
 	LeaseMs int64
 	// Store holds the routing state.
 	Store store.RoutingStore
+	// Pairings holds the pending device codes, beside Store. Nil means
+	// none are kept: no user code resolves.
+	Pairings store.Pairings
 	// Projection returns the projection in force now.
 	Projection func() *projection.Projection
 	// Clock is the relay's own clock: signature freshness and serverTime.
@@ -80,9 +83,6 @@ type Config struct {
 	// V2 holds protocol "2"'s settings: device-code pairing, the daemon
 	// floor and the update offer.
 	V2 codec2.Options
-	// Pairings holds pending device codes, shared by the replicas; nil
-	// turns device-code pairing off.
-	Pairings store.Pairings
 	// Random is where pairing codes are drawn from; nil is crypto/rand.
 	Random io.Reader
 }
