@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -120,6 +121,8 @@ type setupOpts struct {
 	V2        codec2.Options
 	// Logger, when set, receives the relay's logs.
 	Logger *slog.Logger
+	// Random, when set, is where pairing codes are drawn from.
+	Random io.Reader
 }
 
 type bundle struct {
@@ -277,6 +280,7 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 		TrustForwardedFor: b.opts.TrustForwardedFor,
 
 		Logger:    b.opts.Logger,
+		Random:    b.opts.Random,
 		Protocols: b.opts.Protocols,
 		V2:        b.opts.V2,
 		Pairings:  pairingsOf(s),

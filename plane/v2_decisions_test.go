@@ -379,3 +379,21 @@ func TestA10_VersionAdviceComparesWithTheNewestServed(t *testing.T) {
 		}
 	})
 }
+
+// D8, end to end: a job whose sealing window lapsed is re-offered to its
+// first claimant alone, and to everyone once that runner lets one more
+// sealing window pass without claiming it.
+func TestD8_AStickyJobBecomesClaimableByOthers(t *testing.T) {
+	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
+		site := b.site2(t, "site", siteMain)
+		site.enqueued(t, site.stub2(t, "sticky", "alice"))
+		first, second := b.device2(t, "alice"), b.device2(t, "alice2")
+		require.Len(t, first.claimed(t, 1), 1)
+		b.advance(protocol.AwaitingPayloadMs * time.Millisecond)
+		require.Empty(t, second.claimed(t, 1), "re-offered to its first claimant alone")
+		b.advance(protocol.AwaitingPayloadMs*time.Millisecond + time.Millisecond)
+		jobs := second.claimed(t, 1)
+		require.Len(t, jobs, 1)
+		require.Equal(t, "sticky", jobs[0].ID)
+	})
+}

@@ -1,12 +1,14 @@
 package plane_test
 
 import (
+	"bytes"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/byollm/relayd/pairing"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
@@ -194,5 +196,42 @@ func TestV2_ServingProtocolTwoAlone(t *testing.T) {
 		require.NoError(t, err)
 		requireAnswer(t, resp, http.StatusBadRequest, noVersion)
 		requireAnswer(t, b.device2(t, "alice").claim(t, 1), http.StatusOK, `{"jobs":[],"leaseMs":60000}`)
+	})
+}
+
+// Pairing codes come from the relay's injected random source: a device
+// code from the first 32 bytes, then a user code, as package pairing
+// draws them.
+func TestV2_PairingCodesComeFromTheInjectedRandomSource(t *testing.T) {
+	random := bytes.Repeat([]byte{7}, 64)
+	want, err := pairing.NewCodes(bytes.NewReader(random))
+	require.NoError(t, err)
+	opts := bothProtocols()
+	opts.Random = bytes.NewReader(random)
+	b := setup(t, memoryStore, opts)
+	resp := b.pair2(t, pairStartBody(b.keys["stranger"].Public()))
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	got, err := proto2.DecodePairStartResponse(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, want.DeviceCode, got.DeviceCode)
+	require.Equal(t, want.UserCode, got.UserCode)
+}
+
+// A9: protocol "0" keeps "presence only after pair": a device the
+// projection lists but that never paired is not recognised by "0", while
+// "2" serves it at once.
+func TestA9_ProtocolZeroStillNeedsAPairing(t *testing.T) {
+	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
+		v0 := b.daemonAt(t, "alice", b.url, "runner_alice")
+		resp, err := v0.Do(b.ctx, "claim", claimBody(t, "runner_alice"))
+		require.NoError(t, err)
+		requireAnswer(t, resp, http.StatusUnauthorized, bodyRunnerUnknown)
+		requireAnswer(t, b.device2(t, "alice").claim(t, 1), http.StatusOK, `{"jobs":[],"leaseMs":60000}`)
+		// Presence is one record per runner, shared by the protocols
+		// (§2.4.3), so once "2" has rebuilt it from the projection, "0"
+		// finds the runner paired: both read the same approved device.
+		resp, err = v0.Do(b.ctx, "claim", claimBody(t, "runner_alice"))
+		require.NoError(t, err)
+		requireAnswer(t, resp, http.StatusOK, `{"jobs":[],"leaseMs":60000}`)
 	})
 }
