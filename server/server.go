@@ -68,12 +68,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RateLimit: b.RateLimit, SiteRateLimit: b.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
-		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2},
-		Pairings:  pairings,
-		V2: codec2.Options{
-			VerificationURL: cfg.VerificationURL, DaemonFloor: cfg.DaemonFloor, UpdateOffer: cfg.UpdateOffer,
-			PairingCapacity: cfg.PairingCapacity, Limits: proto2.Limits{MaxListItems: cfg.MaxListItems},
-		},
+		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg), Pairings: pairings,
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
@@ -101,14 +96,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if cfg.SweepInterval > 0 {
 		go sweepEvery(bg, st, cfg.SweepInterval, logger)
 	}
-	logger.Info("relayd serving", slog.String("public", publicLn.Addr().String()), slog.String("admin", adminLn.Addr().String()),
-		slog.String("store", cfg.Store), slog.String("site_id", cfg.SiteID), slog.String("projection", src.Current().Hash()),
-		slog.String("protocols", cfg.Protocols.String()), slog.Bool("device_code_pairing", cfg.VerificationURL != "" && pairings != nil))
-	if cfg.Protocols.V2 {
-		// Decision D5: without a control plane nothing can refuse a job at
-		// enqueue, and the reference asks a relay in that state to say so.
-		logger.Warn(plane.NoEnqueuePolicy)
-	}
+	logServing(logger, cfg, publicLn.Addr(), adminLn.Addr(), src.Current().Hash(), pairings != nil)
 	if hooks.Listening != nil {
 		hooks.Listening(publicLn.Addr(), adminLn.Addr())
 	}
@@ -121,6 +109,26 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	}
 	drain(ctx, cfg, admin, publicSrv, adminSrv, stopBackground, logger)
 	return serveErr
+}
+
+// v2Options are protocol "2"'s settings as the flags give them.
+func v2Options(cfg config.Config) codec2.Options {
+	return codec2.Options{
+		VerificationURL: cfg.VerificationURL, DaemonFloor: cfg.DaemonFloor, UpdateOffer: cfg.UpdateOffer,
+		PairingCapacity: cfg.PairingCapacity, Limits: proto2.Limits{MaxListItems: cfg.MaxListItems},
+	}
+}
+
+// logServing says the replica is up, and what it serves.
+func logServing(logger *slog.Logger, cfg config.Config, public, admin net.Addr, projection string, pairings bool) {
+	logger.Info("relayd serving", slog.String("public", public.String()), slog.String("admin", admin.String()),
+		slog.String("store", cfg.Store), slog.String("site_id", cfg.SiteID), slog.String("projection", projection),
+		slog.String("protocols", cfg.Protocols.String()), slog.Bool("device_code_pairing", cfg.VerificationURL != "" && pairings))
+	if cfg.Protocols.V2 {
+		// Decision D5: without a control plane nothing can refuse a job at
+		// enqueue, and the reference asks a relay in that state to say so.
+		logger.Warn(plane.NoEnqueuePolicy)
+	}
 }
 
 // openProjection loads the fixture and exports its reload counters.
