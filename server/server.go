@@ -141,8 +141,8 @@ func openProjection(ctx context.Context, cfg config.Config, m *metrics.Metrics, 
 		status := src.Status()
 		return status.Reloads, status.Failures
 	})
-	if _, ok := src.Current().SiteFor(cfg.SiteID); !ok {
-		logger.Warn("the fixture does not register this relay's site; pairing and the site plane will refuse everyone", slog.String("site_id", cfg.SiteID))
+	if _, ok := src.Current().SiteFor(cfg.SiteID); !ok && cfg.Protocols.V0 {
+		logger.Warn(`the fixture does not register this relay's site; protocol "0" pairing and site plane will refuse everyone`, slog.String("site_id", cfg.SiteID))
 	}
 	return src, nil
 }
