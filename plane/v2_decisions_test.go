@@ -38,6 +38,9 @@ func TestD1_PairingAtCapacitySaysWhenToComeBackInSeconds(t *testing.T) {
 		requireAnswer(t, resp, http.StatusTooManyRequests,
 			`{"error":"rate-limited","message":"too many pairings are in progress right now — try again in a few minutes","retryAfter":60}`)
 		require.Equal(t, "60", resp.Header.Get("Retry-After"))
+		wire, err := proto2.DecodeWireError(resp.Body)
+		require.NoError(t, err, "the daemon reads it as a WireError")
+		require.Equal(t, int64(60), wire.RetryAfter)
 		require.Equal(t, int64(60), int64(codec2.PairingRetryAfterSeconds))
 		// The same keypair starting again replaces its own code (§5.5).
 		require.Equal(t, http.StatusOK, b.pair2(t, pairStartBody(b.keys["stranger"].Public())).Status)

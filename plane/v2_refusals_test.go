@@ -181,6 +181,11 @@ func TestV2_EveryRefusal(t *testing.T) {
 				}
 				requireAnswer(t, resp, tc.status, body)
 				require.Empty(t, resp.Header.Get("Retry-After"), "only D1's refusals say when to come back")
+				if body != bodyNotFoundPath {
+					// The 0.1.1 daemon reads refusals strictly (§3.18).
+					_, err := proto2.DecodeWireError(resp.Body)
+					require.NoError(t, err, "a WireError: %s", resp.Body)
+				}
 			})
 		})
 	}
