@@ -400,3 +400,31 @@ func TestD8_AStickyJobBecomesClaimableByOthers(t *testing.T) {
 		require.Equal(t, "sticky", jobs[0].ID)
 	})
 }
+
+// D7's stamp: every authenticated call is seen, on the store clock,
+// whatever its answer; a heartbeat refused for its schema or its version
+// included.
+func TestD7_EveryAuthenticatedCallStampsPresence(t *testing.T) {
+	opts := bothProtocols()
+	opts.V2.DaemonFloor = "0.1.1"
+	eachStore(t, opts, func(t *testing.T, b *bundle) {
+		d := b.device2(t, "alice")
+		seen := func() int64 {
+			p, ok := b.presence(t, "runner_alice")
+			require.True(t, ok)
+			return p.LastSeenAt
+		}
+		for _, send := range []func() peer.RawResponse{
+			func() peer.RawResponse {
+				return d.post(t, "heartbeat", map[string]any{"protocolVersion": "2", "nonsense": true})
+			},
+			func() peer.RawResponse { return d.heartbeatAs(t, "0.1.0") },
+			func() peer.RawResponse { return d.post(t, "claim", map[string]any{"protocolVersion": "2"}) },
+			func() peer.RawResponse { return d.fetch(t, "nothing", "l") },
+		} {
+			b.advance(time.Second)
+			require.GreaterOrEqual(t, send().Status, 400)
+			require.Equal(t, b.storeNow(t), seen())
+		}
+	})
+}

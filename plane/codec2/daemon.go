@@ -22,6 +22,10 @@ type caller struct {
 
 // daemonRoute is one signed daemon endpoint, whatever its types.
 type daemonRoute interface {
+	// stampsItself reports whether the endpoint writes the caller's
+	// presence itself once its request decodes (the heartbeat, with what
+	// the daemon offers), so that one store call does for both.
+	stampsItself() bool
 	serve(ctx context.Context, c *Codec, who *caller, body []byte) (any, error)
 }
 
@@ -30,17 +34,21 @@ type daemonRoute interface {
 type daemonEndpoint[Req, Resp any] struct {
 	decode func([]byte) (Req, error)
 	handle func(c *Codec, ctx context.Context, who *caller, req Req) (Resp, error)
+	stamps bool
 }
 
-// signed is the daemon endpoint decode reads and handle answers.
-func signed[Req, Resp any](decode func([]byte) (Req, error), handle func(*Codec, context.Context, *caller, Req) (Resp, error)) daemonRoute {
-	return daemonEndpoint[Req, Resp]{decode: decode, handle: handle}
+// signed is the daemon endpoint decode reads and handle answers; stamps
+// says whether handle writes the caller's presence itself.
+func signed[Req, Resp any](decode func([]byte) (Req, error), handle func(*Codec, context.Context, *caller, Req) (Resp, error), stamps bool) daemonRoute {
+	return daemonEndpoint[Req, Resp]{decode: decode, handle: handle, stamps: stamps}
 }
+
+func (e daemonEndpoint[Req, Resp]) stampsItself() bool { return e.stamps }
 
 func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *caller, body []byte) (any, error) {
 	req, err := e.decode(body)
 	if err != nil {
-		return nil, proto2.SchemaRefusal()
+		return nil, c.refuse(ctx, who, e.stamps, proto2.SchemaRefusal())
 	}
 	return answer(e.handle(c, ctx, who, req))
 }
@@ -52,8 +60,7 @@ func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemo
 	if err != nil {
 		return nil, err
 	}
-	// A heartbeat refreshes presence itself, with what the daemon offers.
-	if req.Endpoint != "heartbeat" {
+	if !route.stampsItself() {
 		if err := c.stamp(ctx, who, store.PairInput{}); err != nil {
 			return nil, err
 		}
@@ -88,6 +95,18 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 		return nil, proto2.Revoked()
 	}
 	return &caller{device: dev, proj: proj}, nil
+}
+
+// refuse answers refusal; when the endpoint would have written the
+// caller's presence itself (owed), it is stamped first, so that every
+// authenticated call is seen whatever its answer.
+func (c *Codec) refuse(ctx context.Context, who *caller, owed bool, refusal *proto2.Refusal) error {
+	if owed {
+		if err := c.stamp(ctx, who, store.PairInput{}); err != nil {
+			return err
+		}
+	}
+	return refusal
 }
 
 // stamp writes the caller's presence as the projection has it, with the

@@ -15,7 +15,7 @@ import (
 func (c *Codec) heartbeat(ctx context.Context, who *caller, req proto2.HeartbeatRequest) (proto2.HeartbeatResponse, error) {
 	var none proto2.HeartbeatResponse
 	if refusal := c.belowFloor(req.DaemonVersion); refusal != nil {
-		return none, refusal
+		return none, c.refuse(ctx, who, true, refusal)
 	}
 	serverTime := c.env.NowMs()
 	swept, err := c.env.Store.Sweep(ctx)

@@ -95,7 +95,7 @@ func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRou
 // enqueue publishes a stub that names the signing site's current key
 // (§3.11); a republish of (site, id) answers the existing job's state.
 func (c *Codec) enqueue(ctx context.Context, site projection.SiteRecord, req enqueueRequest) (proto2.EnqueueResponse, error) {
-	if req.Stub.Site != keyID(site.Site) || req.Stub.Site == "" {
+	if req.Stub.Site != keyID(site.Site) {
 		return proto2.EnqueueResponse{}, proto2.StubWrongSite()
 	}
 	s := req.Stub
