@@ -62,7 +62,7 @@ func (k classifier) classify(plane codec.Plane, body *protocol.Body, rawQuery st
 	if plane == codec.Site {
 		rule = k.rules.Site
 	}
-	decl := k.decoder.DeclaredVersion(body.Raw(), rawQuery)
+	decl := k.declared(plane, body, rawQuery)
 	which, refusal := rule(decl)
 	if refusal != nil {
 		return nil, nil, refusal
@@ -76,6 +76,27 @@ func (k classifier) classify(plane codec.Plane, body *protocol.Body, rawQuery st
 		}
 	}
 	return k.v0, nil, nil
+}
+
+// declared is what the request declares, as proto2.DeclaredVersion reads
+// it, from the body's one parse whenever that settles it: protocol "0"'s
+// codec decodes that same parse, so a "0" request, payloads included, is
+// parsed once. Only a body that parsed to no declaration is read again,
+// where the difference between an unreadable body and one that is not
+// JSON at all can change the answer.
+func (k classifier) declared(plane codec.Plane, body *protocol.Body, rawQuery string) proto2.Declaration {
+	if version, present := body.ProtocolVersion(); present {
+		if version == "" {
+			// Not a string, or the empty one.
+			return proto2.Declaration{Kind: proto2.NotAString}
+		}
+		return proto2.Declaration{Kind: proto2.Declared, Version: version}
+	}
+	if _, inQuery := proto2.FirstQueryValue(rawQuery, "protocolVersion"); !inQuery && plane == codec.Site && k.v0 != nil {
+		// Undeclared or unreadable, a site request goes to "0" alike.
+		return proto2.Declaration{Kind: proto2.Undeclared}
+	}
+	return k.decoder.DeclaredVersion(body.Raw(), rawQuery)
 }
 
 // withoutMember returns the JSON object raw with its top-level members
