@@ -8,12 +8,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/byollm/relayd/pairing"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store/backend"
 )
@@ -60,6 +63,66 @@ type Config struct {
 	TestClockOffset time.Duration
 
 	Valkey Valkey
+
+	// Protocols are the wire protocols served, from --protocols.
+	Protocols Protocols
+	// VerificationURL turns on device-code pairing (protocol "2"): where a
+	// person approves a code. Empty answers a pairing start with 501.
+	VerificationURL string
+	// DaemonFloor and UpdateOffer are protocol "2"'s daemon versions: the
+	// oldest a heartbeat accepts (426 below it) and the one offered as
+	// updateTo. Empty for none.
+	DaemonFloor string
+	UpdateOffer string
+	// PairingCapacity is how many device codes may be pending at once.
+	PairingCapacity int
+}
+
+// Protocols says which wire protocols relayd serves.
+type Protocols struct {
+	V0, V2 bool
+}
+
+// DefaultProtocols is --protocols' default: both, so that the published
+// "2" clients and the earlier "0" ones work out of the box.
+const DefaultProtocols = "0,2"
+
+// String lists the protocols as --protocols takes them.
+func (p Protocols) String() string {
+	var out []string
+	if p.V0 {
+		out = append(out, "0")
+	}
+	if p.V2 {
+		out = append(out, "2")
+	}
+	return strings.Join(out, ",")
+}
+
+// protocolsFlag reads --protocols: "0", "2" or both, comma-separated.
+type protocolsFlag struct{ p *Protocols }
+
+func (f protocolsFlag) String() string {
+	if f.p == nil {
+		return DefaultProtocols
+	}
+	return f.p.String()
+}
+
+func (f protocolsFlag) Set(s string) error {
+	var p Protocols
+	for _, v := range strings.Split(s, ",") {
+		switch strings.TrimSpace(v) {
+		case "0":
+			p.V0 = true
+		case "2":
+			p.V2 = true
+		default:
+			return fmt.Errorf("unknown protocol %q (want 0, 2 or 0,2)", strings.TrimSpace(v))
+		}
+	}
+	*f.p = p
+	return nil
 }
 
 // Valkey configures the Valkey store.
@@ -105,6 +168,12 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "charge pairing to the last X-Forwarded-For address; only behind a load balancer that appends it")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	c.Protocols = Protocols{V0: true, V2: true}
+	fs.Var(protocolsFlag{&c.Protocols}, "protocols", `wire protocols served: "0", "2" or "0,2"; each request is served by the one it declares`)
+	fs.StringVar(&c.VerificationURL, "verification-url", "", `protocol "2": the page where people approve a pairing code; without it device-code pairing answers 501`)
+	fs.StringVar(&c.DaemonFloor, "daemon-floor", "", `protocol "2": the oldest daemon version served (heartbeats below it get 426); empty for none`)
+	fs.StringVar(&c.UpdateOffer, "update-offer", "", `protocol "2": the daemon version offered to older daemons as updateTo; empty for none`)
+	fs.IntVar(&c.PairingCapacity, "pairing-capacity", pairing.DefaultCapacity, `protocol "2": how many pairing codes may be pending at once, across replicas`)
 	fs.DurationVar(&c.TestClockOffset, testClockOffsetFlag, 0, "TESTS ONLY: shift this process's own clock by this much")
 	fs.Func("valkey-addr", "Valkey address host:port; repeat or comma-separate for cluster seeds or sentinels", func(s string) error {
 		for _, a := range strings.Split(s, ",") {
@@ -173,9 +242,10 @@ func (c Config) Validate() error {
 	if c.Fixture == "" {
 		errs = append(errs, errors.New("a fixture is required (--fixture or RELAYD_FIXTURE)"))
 	}
-	if c.SiteID == "" {
-		errs = append(errs, errors.New("a site id is required (--site-id or RELAYD_SITE_ID)"))
+	if c.SiteID == "" && c.Protocols.V0 {
+		errs = append(errs, errors.New(`a site id is required to serve protocol "0" (--site-id or RELAYD_SITE_ID)`))
 	}
+	errs = append(errs, c.validateV2()...)
 	for _, p := range []struct {
 		flag     string
 		positive bool
@@ -186,6 +256,7 @@ func (c Config) Validate() error {
 		{"read-header-timeout", c.ReadHeaderTimeout > 0},
 		{"max-list-items", c.MaxListItems > 0},
 		{"max-ciphertext-bytes", c.MaxCiphertextBytes > 0},
+		{"pairing-capacity", c.PairingCapacity > 0},
 	} {
 		if !p.positive {
 			errs = append(errs, fmt.Errorf("--%s must be positive", p.flag))
@@ -220,6 +291,33 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("unknown --log-level %q", c.LogLevel))
 	}
 	return errors.Join(errs...)
+}
+
+// validateV2 checks protocol "2"'s settings: each is refused at start for
+// what would otherwise fail quietly for every daemon.
+func (c Config) validateV2() []error {
+	var errs []error
+	if !c.Protocols.V0 && !c.Protocols.V2 {
+		errs = append(errs, errors.New("--protocols must name at least one protocol"))
+	}
+	if c.VerificationURL != "" {
+		// The daemon refuses a start answer whose URL does not parse
+		// (S39), so every pairing would fail.
+		if u, err := url.Parse(c.VerificationURL); err != nil || u.Scheme == "" {
+			errs = append(errs, fmt.Errorf("--verification-url %q is not an absolute URL", c.VerificationURL))
+		}
+	}
+	// An unparseable floor would refuse nobody, and an offer that is not an
+	// exact version would never be made: both are mistakes to say at once.
+	if c.DaemonFloor != "" {
+		if _, ok := proto2.CompareVersions(c.DaemonFloor, c.DaemonFloor); !ok {
+			errs = append(errs, fmt.Errorf("--daemon-floor %q is not a version like 0.1.1", c.DaemonFloor))
+		}
+	}
+	if _, ok := proto2.CompareVersions(c.UpdateOffer, c.UpdateOffer); c.UpdateOffer != "" && !ok {
+		errs = append(errs, fmt.Errorf("--update-offer %q is not a version like 0.1.2", c.UpdateOffer))
+	}
+	return errs
 }
 
 // Usage writes the flag list with environment twins to w.

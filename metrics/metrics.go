@@ -27,6 +27,7 @@ type Metrics struct {
 	leasesLost      prometheus.Counter
 	sweepRequeued   prometheus.Counter
 	sweepExpired    prometheus.Counter
+	sweepLapsed     prometheus.Counter
 }
 
 // New registers relayd's series, plus the Go runtime and process
@@ -56,11 +57,14 @@ func New() *Metrics {
 		leasesLost:    prometheus.NewCounter(prometheus.CounterOpts{Name: "relayd_leases_lost_total", Help: "Leases a heartbeat named that the runner no longer held."}),
 		sweepRequeued: prometheus.NewCounter(prometheus.CounterOpts{Name: "relayd_sweep_requeued_total", Help: "Jobs a sweep returned to the queue."}),
 		sweepExpired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "relayd_sweep_expired_total", Help: "Jobs a sweep dropped at their deadline."}),
+		sweepLapsed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relayd_sweep_sealing_lapsed_total", Help: "Protocol \"2\" jobs whose sealing window a sweep saw lapse (requeued or evicted).",
+		}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.inFlight, m.requestDuration, m.storeDuration, m.storeErrors,
-		m.claimsGranted, m.leasesRenewed, m.leasesLost, m.sweepRequeued, m.sweepExpired,
+		m.claimsGranted, m.leasesRenewed, m.leasesLost, m.sweepRequeued, m.sweepExpired, m.sweepLapsed,
 	)
 	return m
 }

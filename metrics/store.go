@@ -102,6 +102,7 @@ func (i *instrumented) Sweep(ctx context.Context) (store.SweepResult, error) {
 	res, err := timed(i, store.OpSweep, func() (store.SweepResult, error) { return i.next.Sweep(ctx) })
 	i.m.sweepRequeued.Add(float64(len(res.Requeued)))
 	i.m.sweepExpired.Add(float64(len(res.Expired)))
+	i.m.sweepLapsed.Add(float64(len(res.Lapsed)))
 	return res, err
 }
 

@@ -43,17 +43,30 @@ type readiness struct {
 	Status     string `json:"status"`
 	Projection string `json:"projection,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	// EnqueuePolicy is said while protocol "2" is served (decision D5).
+	EnqueuePolicy string `json:"enqueuePolicy,omitempty"`
 }
+
+// NoEnqueuePolicy says that nothing checks a job at enqueue: relayd has no
+// control plane to say whether anyone can answer a purpose, so it accepts
+// every well-formed stub (decision D5). The boot log and /readyz say it.
+const NoEnqueuePolicy = "no enqueue policy is configured: every well-formed protocol \"2\" job is accepted at enqueue"
 
 // readyz is ready when the relay is not draining and its store answers. The
 // body names the projection's hash so operators can see that replicas agree.
 func (a *Admin) readyz(c echo.Context) error {
-	hash := a.relay.projection().Hash()
+	r := readiness{Projection: a.relay.projection().Hash()}
+	if a.relay.cfg.Protocols.V2 {
+		r.EnqueuePolicy = NoEnqueuePolicy
+	}
 	if a.draining.Load() {
-		return writeJSON(c, http.StatusServiceUnavailable, readiness{Status: "draining", Projection: hash})
+		r.Status = "draining"
+		return writeJSON(c, http.StatusServiceUnavailable, r)
 	}
 	if err := a.relay.cfg.Store.Ping(c.Request().Context()); err != nil {
-		return writeJSON(c, http.StatusServiceUnavailable, readiness{Status: "unavailable", Projection: hash, Reason: "store unreachable"})
+		r.Status, r.Reason = "unavailable", "store unreachable"
+		return writeJSON(c, http.StatusServiceUnavailable, r)
 	}
-	return writeJSON(c, http.StatusOK, readiness{Status: "ready", Projection: hash})
+	r.Status = "ready"
+	return writeJSON(c, http.StatusOK, r)
 }

@@ -359,9 +359,14 @@ func TestAdversarial_ClaimMaxAtAndBeyondTheBounds(t *testing.T) {
 			return n
 		}
 
-		for _, bad := range []string{"0", "65", "1.5", "-1", "1e400", "-1e400", "64.5", "1e-1", "9007199254740993", `"1"`, "null", "true", "[1]", "0x10", "+1", "01", ".5"} {
-			// 0x10, +1, 01 and .5 are not JSON numbers at all.
+		for _, bad := range []string{"0", "65", "1.5", "-1", "1e400", "-1e400", "64.5", "1e-1", "9007199254740993", `"1"`, "null", "true", "[1]"} {
 			requireAnswer(t, claim(bad), 400, bodySchema)
+			require.Equal(t, jobs, queued(), "max %s granted something", bad)
+		}
+		for _, bad := range []string{"0x10", "+1", "01", ".5"} {
+			// Not JSON numbers at all, so the body is no JSON, and declares
+			// no version either (A1 when "2" is served).
+			b.requireUndeclared(t, claim(bad), 400, bodySchema)
 			require.Equal(t, jobs, queued(), "max %s granted something", bad)
 		}
 		left := jobs

@@ -19,15 +19,20 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// requireUnsupportedVersion checks relayd's G4 refusal.
-func requireUnsupportedVersion(t *testing.T, resp peer.RawResponse) {
+// requireUnsupportedVersion checks relayd's G4 refusal, which names every
+// version the relay serves.
+func requireUnsupportedVersion(t *testing.T, b *bundle, resp peer.RawResponse) {
 	t.Helper()
+	supported := `["0"]`
+	if b.servesV2() {
+		supported = `["0","2"]`
+	}
 	require.Equal(t, 400, resp.Status, "%s", resp.Body)
 	require.Equal(t, []string{"application/json"}, resp.Header.Values("Content-Type"))
 	var body map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(resp.Body, &body))
 	require.JSONEq(t, `"unsupported-protocol-version"`, string(body["error"]))
-	require.JSONEq(t, `["0"]`, string(body["supported"]))
+	require.JSONEq(t, supported, string(body["supported"]))
 	require.JSONEq(t, `"0"`, string(body["minimum"]))
 	var msg string
 	require.NoError(t, json.Unmarshal(body["message"], &msg))
@@ -42,30 +47,36 @@ func TestG4_UnsupportedProtocolVersionIsNamedBeforeTheSignature(t *testing.T) {
 		d := b.paired(t, "alice")
 		other := `{"protocolVersion":"1","runnerId":"runner_alice","capabilities":[],"max":1}`
 		// Unsigned, and from a runner nobody knows: the version is checked first.
-		requireUnsupportedVersion(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: []byte(other)}))
-		requireUnsupportedVersion(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: b.daemonAt(t, "stranger", b.url, "nobody").SignHeaders("claim", []byte(other)), Body: []byte(other)}))
+		requireUnsupportedVersion(t, b, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: []byte(other)}))
+		requireUnsupportedVersion(t, b, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Header: b.daemonAt(t, "stranger", b.url, "nobody").SignHeaders("claim", []byte(other)), Body: []byte(other)}))
 		// Signed: the same answer.
 		resp, err := d.Do(b.ctx, "claim", []byte(other))
 		require.NoError(t, err)
-		requireUnsupportedVersion(t, resp)
+		requireUnsupportedVersion(t, b, resp)
 
 		// Every daemon endpoint, pair included; fetch too, which upstream
-		// lets through with any version string.
+		// lets through with any version string. "2" is a version the relay
+		// does not speak until it serves "2" too.
+		unspoken := "2"
+		if b.servesV2() {
+			unspoken = "3"
+		}
 		for endpoint, body := range map[string]string{
-			"pair":      `{"protocolVersion":"2","owner":"alice","device":` + string(mustJSON(t, b.keys["alice"].Public())) + `}`,
+			"pair":      `{"protocolVersion":"` + unspoken + `","owner":"alice","device":` + string(mustJSON(t, b.keys["alice"].Public())) + `}`,
 			"fetch":     `{"protocolVersion":"0.1","runnerId":"runner_alice","jobId":"j","leaseId":"l"}`,
 			"heartbeat": `{"protocolVersion":"","runnerId":"runner_alice"}`,
 			"result":    `{"protocolVersion":0}`,
 			"release":   `{"protocolVersion":null,"leases":[],"reason":"shutdown"}`,
 		} {
-			requireUnsupportedVersion(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/" + endpoint, Body: []byte(body)}))
+			requireUnsupportedVersion(t, b, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/" + endpoint, Body: []byte(body)}))
 		}
 
-		// A missing version is an ordinary schema failure after auth.
+		// A missing version is an ordinary schema failure after auth, until
+		// "2" is served too (A1).
 		resp, err = d.Do(b.ctx, "claim", []byte(`{"runnerId":"runner_alice","capabilities":[],"max":1}`))
 		require.NoError(t, err)
-		requireAnswer(t, resp, 400, bodySchema)
-		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: []byte(`{"runnerId":"runner_alice"}`)}), 401, bodyNotSigned)
+		b.requireUndeclared(t, resp, 400, bodySchema)
+		b.requireUndeclared(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: []byte(`{"runnerId":"runner_alice"}`)}), 401, bodyNotSigned)
 	})
 }
 

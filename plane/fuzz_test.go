@@ -23,6 +23,7 @@ import (
 	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/plane"
+	"github.com/byollm/relayd/plane/codec2"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
@@ -50,6 +51,7 @@ const (
 	fuzzTrustForwardedFor
 	fuzzSmallLimits
 	fuzzSendTwice // with a limiter of burst 1
+	fuzzServeV2   // protocols 0 and 2, with device-code pairing
 )
 
 // fuzzStart is the fixed instant both clocks start from, so that inputs
@@ -209,6 +211,11 @@ func (w *fuzzWorld) relay(s *fuzzState, opts uint8) *plane.Relay {
 		cfg.MaxBodyBytes = 1024
 		cfg.Limits = protocol.Limits{MaxListItems: 2, MaxCiphertextBytes: 16}
 	}
+	if opts&fuzzServeV2 != 0 {
+		cfg.Protocols = plane.Protocols{V0: true, V2: true}
+		cfg.V2 = codec2.Options{VerificationURL: verificationURL}
+		cfg.Pairings = s.store.Pairings()
+	}
 	rate := ratelimit.Rate{Every: time.Millisecond, Burst: 1000}
 	if opts&fuzzSendTwice != 0 {
 		rate = ratelimit.Rate{Every: time.Minute, Burst: 1}
@@ -316,6 +323,8 @@ var allowedCodes = map[int][]protocol.Code{
 	409: {protocol.CodeNotReady, protocol.CodeTooLate},
 	413: {protocol.CodeBadRequest},
 	429: {protocol.CodeRateLimited},
+	// Protocol "2": device-code pairing without a verification URL.
+	501: {protocol.CodeBadRequest},
 }
 
 func checkFuzzAnswer(t *testing.T, rec *httptest.ResponseRecorder, opts uint8) {
@@ -361,7 +370,11 @@ func checkFuzzAnswer(t *testing.T, rec *httptest.ResponseRecorder, opts uint8) {
 		t.Fatalf("clock fields: %s", body)
 	}
 	version := e.Error == protocol.CodeUnsupportedProtocolVersion
-	if version != (slices.Equal(e.Supported, []string{"0"}) && e.Minimum == "0") {
+	supported := []string{"0"}
+	if opts&fuzzServeV2 != 0 {
+		supported = []string{"0", "2"}
+	}
+	if version != (slices.Equal(e.Supported, supported) && e.Minimum == "0") {
 		t.Fatalf("version fields: %s", body)
 	}
 	retry := e.Error == protocol.CodeRateLimited || e.Error == protocol.CodeServerError

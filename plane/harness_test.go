@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -22,6 +24,7 @@ import (
 	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/plane"
+	"github.com/byollm/relayd/plane/codec2"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
@@ -112,6 +115,14 @@ type setupOpts struct {
 	RateLimit         ratelimit.Rate
 	SiteRateLimit     ratelimit.Rate
 	TrustForwardedFor bool
+	// Protocols and V2 are the protocols served and protocol "2"'s
+	// settings; the zero values serve "0" alone, as relayd did before "2".
+	Protocols plane.Protocols
+	V2        codec2.Options
+	// Logger, when set, receives the relay's logs.
+	Logger *slog.Logger
+	// Random, when set, is where pairing codes are drawn from.
+	Random io.Reader
 }
 
 type bundle struct {
@@ -136,15 +147,58 @@ type bundle struct {
 	otherSite *peer.Site // registered, but not routed for
 }
 
-// eachStore runs test once per store factory, each on a fresh bundle.
+// eachStore runs test once per store factory, each on a fresh bundle. A
+// test that names no protocols is one of protocol "0"'s: it runs on a
+// relay serving "0" alone, the relay relayd was before "2" (subtests
+// named after the store), and again on one serving relayd's default, "0"
+// and "2" (named <store>_default), where protocol "0" must answer the
+// same but for a daemon-plane request that declares no version (A1; see
+// requireUndeclared).
 func eachStore(t *testing.T, opts *setupOpts, test func(t *testing.T, b *bundle)) {
 	t.Helper()
-	for _, sf := range storeFactories {
-		t.Run(sf.name, func(t *testing.T) {
-			t.Parallel()
-			test(t, setup(t, sf.make, opts))
-		})
+	if opts == nil {
+		opts = &setupOpts{}
 	}
+	configs := []struct {
+		suffix    string
+		protocols plane.Protocols
+	}{{"", opts.Protocols}}
+	if opts.Protocols == (plane.Protocols{}) {
+		configs = append(configs, struct {
+			suffix    string
+			protocols plane.Protocols
+		}{"_default", defaultProtocols})
+	}
+	for _, sf := range storeFactories {
+		for _, cfg := range configs {
+			o := *opts
+			o.Protocols = cfg.protocols
+			t.Run(sf.name+cfg.suffix, func(t *testing.T) {
+				t.Parallel()
+				test(t, setup(t, sf.make, &o))
+			})
+		}
+	}
+}
+
+// defaultProtocols is what relayd serves unless told otherwise
+// (config.DefaultProtocols).
+var defaultProtocols = plane.Protocols{V0: true, V2: true}
+
+// servesV2 reports whether the bundle's relay serves protocol "2" too.
+func (b *bundle) servesV2() bool { return b.opts.Protocols.V2 }
+
+// requireUndeclared checks the answer to a daemon-plane request that
+// declares no protocol version: protocol "0"'s own answer (status, body)
+// on a relay serving "0" alone; with "2" served too, the version is
+// refused by name before anything else is looked at (A1).
+func (b *bundle) requireUndeclared(t *testing.T, resp peer.RawResponse, status int, body string) {
+	t.Helper()
+	if b.servesV2() {
+		requireAnswer(t, resp, 400, bodyNoVersion)
+		return
+	}
+	requireAnswer(t, resp, status, body)
 }
 
 func setup(t *testing.T, sf storeFactory, opts *setupOpts) *bundle {
@@ -224,6 +278,12 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 		RateLimit:         limiterOn(s, b.opts.RateLimit),
 		SiteRateLimit:     limiterOn(s, b.opts.SiteRateLimit),
 		TrustForwardedFor: b.opts.TrustForwardedFor,
+
+		Logger:    b.opts.Logger,
+		Random:    b.opts.Random,
+		Protocols: b.opts.Protocols,
+		V2:        b.opts.V2,
+		Pairings:  pairingsOf(s),
 	}
 }
 
@@ -592,6 +652,9 @@ const (
 	bodyStubWrongSite     = `{"error":"unauthorized","message":"that stub does not name the site that signed it"}`
 	bodyIDTaken           = `{"error":"forbidden","message":"that job id belongs to another site"}`
 	bodyAlreadyFinished   = `{"error":"too-late","message":"this job has already finished"}`
+	// bodyNoVersion is A1's refusal, on a relay serving "0" and "2".
+	bodyNoVersion = `{"error":"unsupported-protocol-version","message":"this request declared no protocol version. Upgrade the daemon: ` +
+		"`npm i -g byollm@latest`" + `.","supported":["0","2"],"minimum":"0"}`
 )
 
 func bodyTooLate(state store.State) string {
@@ -615,3 +678,13 @@ func (b *bundle) dumpState(t *testing.T) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// pairingsOf is the pending device codes kept beside s, as relayd wires
+// them: every relay on one store shares them. A test's wrapper of a store
+// keeps none.
+func pairingsOf(s store.RoutingStore) store.Pairings {
+	if p, ok := s.(interface{ Pairings() store.Pairings }); ok {
+		return p.Pairings()
+	}
+	return nil
+}

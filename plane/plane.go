@@ -12,6 +12,7 @@
 package plane
 
 import (
+	"crypto/rand"
 	"errors"
 	"io"
 	"log/slog"
@@ -23,7 +24,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/pairing"
 	"github.com/byollm/relayd/plane/codec"
+	"github.com/byollm/relayd/plane/codec2"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
@@ -74,6 +77,14 @@ type Config struct {
 	// RequestStarted, when set, is told as each request begins; every call
 	// is followed by one ObserveRequest when the request is answered.
 	RequestStarted func()
+
+	// Protocols are the wire protocols served; the zero value is "0" alone.
+	Protocols Protocols
+	// V2 holds protocol "2"'s settings: device-code pairing, the daemon
+	// floor and the update offer.
+	V2 codec2.Options
+	// Random is where pairing codes are drawn from; nil is crypto/rand.
+	Random io.Reader
 }
 
 // Relay serves the byollm protocol.
@@ -99,6 +110,18 @@ func New(cfg Config) *Relay {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = protocol.DefaultMaxBodyBytes
 	}
+	if !cfg.Protocols.V0 && !cfg.Protocols.V2 {
+		cfg.Protocols.V0 = true
+	}
+	if cfg.Random == nil {
+		cfg.Random = rand.Reader
+	}
+	if cfg.V2.PairingCapacity <= 0 {
+		cfg.V2.PairingCapacity = pairing.DefaultCapacity
+	}
+	if cfg.V2.Limits.MaxListItems <= 0 {
+		cfg.V2.Limits.MaxListItems = cfg.Limits.MaxListItems
+	}
 	base := cfg.BasePath
 	if base == "" {
 		base = protocol.DefaultBasePath
@@ -107,7 +130,8 @@ func New(cfg Config) *Relay {
 	r.classifier = newClassifier(&codec.Env{
 		SiteID: cfg.SiteID, LeaseMs: cfg.LeaseMs, Store: cfg.Store, Projection: cfg.Projection, Clock: cfg.Clock,
 		ChargeRunner: r.charge(cfg.RateLimit), ChargeSite: r.charge(cfg.SiteRateLimit),
-	})
+		Pairings: cfg.Pairings, Random: cfg.Random, Logger: cfg.Logger,
+	}, cfg.Protocols, cfg.V2)
 	r.public = newEcho(cfg.Logger, observer{started: cfg.RequestStarted, answered: cfg.ObserveRequest})
 	r.public.Pre(resolvePath)
 	// The reference never checks the method (A0.6). Echo's Any covers only
@@ -184,11 +208,15 @@ func (r *Relay) serve(c echo.Context, plane codec.Plane, endpoint string) error 
 	if err != nil {
 		return err
 	}
-	cdc, err := r.classifier.classify(plane, body)
+	cdc, schema, err := r.classifier.classify(plane, body, req.URL.RawQuery)
 	if err != nil {
 		return err
 	}
-	answer, err := cdc.Serve(ctx, &codec.Request{Plane: plane, Endpoint: endpoint, Header: req.Header, RawQuery: req.URL.RawQuery, Body: body})
+	request := &codec.Request{Plane: plane, Endpoint: endpoint, Header: req.Header, RawQuery: req.URL.RawQuery, Body: body}
+	if schema != nil {
+		request.Schema = r.decoder.Body(schema)
+	}
+	answer, err := cdc.Serve(ctx, request)
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func TestG26_PairIsChargedToTheClientAddress(t *testing.T) {
 	opts := &setupOpts{RateLimit: ratelimit.Rate{Every: time.Hour, Burst: 2}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		pair := pairBody(t, "alice", b.keys["alice"].Public())
-		requireAnswer(t, postPair(t, b, []byte(`{}`)), 400, bodyPairSchema)
+		b.requireUndeclared(t, postPair(t, b, []byte(`{}`)), 400, bodyPairSchema)
 		require.Equal(t, 200, postPair(t, b, pair).Status)
 		requireRateLimited(t, postPair(t, b, pair), 3600)
 

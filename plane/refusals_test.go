@@ -240,13 +240,14 @@ func TestAuthOrder_RevokedRunnerWithAMalformedBodyGets403Not400(t *testing.T) { 
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.project(t, withRevocation("alice"))
+		// The body declares protocol "0" and nothing else it needs.
 		for _, endpoint := range []string{"claim", "fetch", "result", "release"} {
-			resp, err := d.Do(b.ctx, endpoint, []byte(`{"nonsense":true}`))
+			resp, err := d.Do(b.ctx, endpoint, []byte(`{"protocolVersion":"0","nonsense":true}`))
 			require.NoError(t, err)
 			requireAnswer(t, resp, 403, bodyRevoked)
 		}
 		// Heartbeat is exempt from revocation, so its schema is what refuses.
-		resp, err := d.Do(b.ctx, "heartbeat", []byte(`{"nonsense":true}`))
+		resp, err := d.Do(b.ctx, "heartbeat", []byte(`{"protocolVersion":"0","nonsense":true}`))
 		require.NoError(t, err)
 		requireAnswer(t, resp, 400, bodySchema)
 	})

@@ -104,15 +104,15 @@ func TestRouting_MethodIsNeverCheckedAndOnlyPostHasABody(t *testing.T) { // A0.3
 		d := b.paired(t, "alice")
 		// GET on claim passes auth over the empty body, then fails the schema.
 		resp := b.raw(t, signedDaemon(d, http.MethodGet, "/byollm/claim", "claim", nil))
-		requireAnswer(t, resp, 400, bodySchema)
+		b.requireUndeclared(t, resp, 400, bodySchema)
 
 		// A PUT's body is not read: signed over "" it passes auth, signed
 		// over the body it does not.
 		body := claimBody(t, "runner_alice")
 		resp = b.raw(t, peer.RawRequest{Method: http.MethodPut, Path: "/byollm/claim", Header: d.SignHeaders("claim", nil), Body: body})
-		requireAnswer(t, resp, 400, bodySchema)
+		b.requireUndeclared(t, resp, 400, bodySchema)
 		resp = b.raw(t, signedDaemon(d, http.MethodPut, "/byollm/claim", "claim", body))
-		requireAnswer(t, resp, 401, bodyBadSignature)
+		b.requireUndeclared(t, resp, 401, bodyBadSignature)
 
 		// The same on the site plane, and on the unsigned pair.
 		enq := enqueueBody(t, siteMain, b.stub(t, "job-1", "alice"))
@@ -121,7 +121,7 @@ func TestRouting_MethodIsNeverCheckedAndOnlyPostHasABody(t *testing.T) { // A0.3
 		b.requireNoJob(t, "job-1")
 		for _, m := range []string{http.MethodGet, http.MethodDelete, http.MethodPatch, http.MethodOptions} {
 			resp = b.raw(t, peer.RawRequest{Method: m, Path: "/byollm/pair", Body: pairBody(t, "alice", b.keys["alice"].Public())})
-			requireAnswer(t, resp, 400, bodyPairSchema)
+			b.requireUndeclared(t, resp, 400, bodyPairSchema)
 		}
 
 		// A POST to a read route has its body signed and then ignored (A14.2).
@@ -139,7 +139,7 @@ func TestRouting_EveryMethodReachesTheHandlerEvenOnesTheRouterDoesNotList(t *tes
 		// HTTP parser accepts) must still go through auth, not get a 404.
 		for _, m := range []string{"PURGE", "LOCK", "COPY", "MKCOL", "SEARCH"} {
 			resp := b.raw(t, peer.RawRequest{Method: m, Path: "/byollm/claim"})
-			requireAnswer(t, resp, 401, bodyNotSigned)
+			b.requireUndeclared(t, resp, 401, bodyNotSigned)
 			resp = b.raw(t, peer.RawRequest{Method: m, Path: "/relay/site/pending?siteId=" + siteMain})
 			requireAnswer(t, resp, 401, bodyNotSigned)
 		}

@@ -17,8 +17,10 @@ import (
 	"github.com/byollm/relayd/config"
 	"github.com/byollm/relayd/metrics"
 	"github.com/byollm/relayd/plane"
+	"github.com/byollm/relayd/plane/codec2"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/backend"
 )
@@ -62,6 +64,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RateLimit: b.RateLimit, SiteRateLimit: b.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
+		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg),
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
@@ -89,8 +92,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if cfg.SweepInterval > 0 {
 		go sweepEvery(bg, st, cfg.SweepInterval, logger)
 	}
-	logger.Info("relayd serving", slog.String("public", publicLn.Addr().String()), slog.String("admin", adminLn.Addr().String()),
-		slog.String("store", cfg.Store), slog.String("site_id", cfg.SiteID), slog.String("projection", src.Current().Hash()))
+	logServing(logger, cfg, publicLn.Addr(), adminLn.Addr(), src.Current().Hash())
 	if hooks.Listening != nil {
 		hooks.Listening(publicLn.Addr(), adminLn.Addr())
 	}
@@ -105,6 +107,26 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	return serveErr
 }
 
+// v2Options are protocol "2"'s settings as the flags give them.
+func v2Options(cfg config.Config) codec2.Options {
+	return codec2.Options{
+		VerificationURL: cfg.VerificationURL, DaemonFloor: cfg.DaemonFloor, UpdateOffer: cfg.UpdateOffer,
+		PairingCapacity: cfg.PairingCapacity, Limits: proto2.Limits{MaxListItems: cfg.MaxListItems},
+	}
+}
+
+// logServing says the replica is up, and what it serves.
+func logServing(logger *slog.Logger, cfg config.Config, public, admin net.Addr, projection string) {
+	logger.Info("relayd serving", slog.String("public", public.String()), slog.String("admin", admin.String()),
+		slog.String("store", cfg.Store), slog.String("site_id", cfg.SiteID), slog.String("projection", projection),
+		slog.String("protocols", cfg.Protocols.String()), slog.Bool("device_code_pairing", cfg.VerificationURL != ""))
+	if cfg.Protocols.V2 {
+		// Decision D5: without a control plane nothing can refuse a job at
+		// enqueue, and the reference asks a relay in that state to say so.
+		logger.Warn(plane.NoEnqueuePolicy)
+	}
+}
+
 // openProjection loads the fixture and exports its reload counters.
 func openProjection(ctx context.Context, cfg config.Config, m *metrics.Metrics, logger *slog.Logger) (*projection.Source, error) {
 	src, err := projection.Open(ctx, projection.Options{Path: cfg.Fixture, Logger: logger, PollInterval: cfg.FixturePoll})
@@ -115,8 +137,8 @@ func openProjection(ctx context.Context, cfg config.Config, m *metrics.Metrics, 
 		status := src.Status()
 		return status.Reloads, status.Failures
 	})
-	if _, ok := src.Current().SiteFor(cfg.SiteID); !ok {
-		logger.Warn("the fixture does not register this relay's site; pairing and the site plane will refuse everyone", slog.String("site_id", cfg.SiteID))
+	if _, ok := src.Current().SiteFor(cfg.SiteID); !ok && cfg.Protocols.V0 {
+		logger.Warn(`the fixture does not register this relay's site; protocol "0" pairing and site plane will refuse everyone`, slog.String("site_id", cfg.SiteID))
 	}
 	return src, nil
 }
@@ -215,6 +237,10 @@ func sweepEvery(ctx context.Context, st store.RoutingStore, every time.Duration,
 			}
 			if n := len(res.Requeued) + len(res.Expired); n > 0 {
 				logger.Debug("swept", slog.Int("requeued", len(res.Requeued)), slog.Int("expired", len(res.Expired)))
+			}
+			if len(res.Lapsed) > 0 {
+				// Decision D6: a site that claims and never seals shows here.
+				logger.Info("sealing windows lapsed", slog.Int("lapsed", len(res.Lapsed)), slog.Any("job_ids", res.Lapsed))
 			}
 		}
 	}

@@ -15,6 +15,8 @@ package codec
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 
 	"github.com/byollm/relayd/clock"
@@ -65,8 +67,21 @@ type Request struct {
 	// RawQuery is the URL's query, still encoded; the site plane's reads
 	// take their siteId from it.
 	RawQuery string
-	// Body is empty for every method but POST.
+	// Body is empty for every method but POST. Its bytes are what the
+	// signature covers.
 	Body *protocol.Body
+	// Schema, when set, is the body the request schema reads instead of
+	// Body: a protocol "0" site request that declared "0", with that key
+	// removed, since "0"'s site schemas have none (spec A2).
+	Schema *protocol.Body
+}
+
+// SchemaBody is the body the request's schema reads.
+func (r *Request) SchemaBody() *protocol.Body {
+	if r.Schema != nil {
+		return r.Schema
+	}
+	return r.Body
 }
 
 // Codec serves the requests of one protocol version.
@@ -95,6 +110,14 @@ type Env struct {
 	// ChargeRunner limits each runner once its signature checks;
 	// ChargeSite each site. Neither is nil.
 	ChargeRunner, ChargeSite Charge
+	// Pairings holds the pending device codes every replica shares; nil
+	// when the store keeps none, which turns device-code pairing off.
+	Pairings store.Pairings
+	// Random is the source pairing codes are drawn from: crypto/rand in
+	// production, a fixed stream in tests.
+	Random io.Reader
+	// Logger receives the codecs' own events (never bodies or signatures).
+	Logger *slog.Logger
 }
 
 // NowMs reads the relay clock in milliseconds.
@@ -111,6 +134,33 @@ func (e *Env) Verify(sig protocol.Signature, endpoint string, body *protocol.Bod
 		return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgBadSignature)
 	}
 	return nil
+}
+
+// VerifyAny checks a signature's freshness on the relay clock, then tries
+// keys in order and accepts the first that verifies: a site's current key
+// and, while it retires, its earlier ones (spec protocol-2 §3.2). A stale
+// timestamp fails whatever the key, so it is answered as clock skew.
+func (e *Env) VerifyAny(sig protocol.Signature, endpoint string, body *protocol.Body, keys []string) *protocol.Refusal {
+	now := e.NowMs()
+	for _, key := range keys {
+		switch protocol.Verify(sig, endpoint, body.Raw(), key, now) {
+		case protocol.Valid:
+			return nil
+		case protocol.Stale:
+			return protocol.ClockSkew(now)
+		}
+	}
+	return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgBadSignature)
+}
+
+// Swept reports what a sweep did that an operator should hear of: the
+// sealing windows that lapsed (decision D6). The count is a metric the
+// store's instrumentation keeps; this is the log line.
+func (e *Env) Swept(ctx context.Context, res store.SweepResult) {
+	if len(res.Lapsed) > 0 && e.Logger != nil {
+		e.Logger.LogAttrs(ctx, slog.LevelInfo, "sealing windows lapsed",
+			slog.Int("lapsed", len(res.Lapsed)), slog.Any("job_ids", res.Lapsed))
+	}
 }
 
 // StoreFailure is a store operation that could not answer. The writer

@@ -105,6 +105,11 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	if refusal := c.env.ChargeRunner(ctx, "runner:"+dev.RunnerID); refusal != nil {
 		return nil, refusal
 	}
+	// A device the projection marks revoked is refused on every endpoint,
+	// heartbeat included, as protocol "2" refuses it (spec A7).
+	if dev.Revoked {
+		return nil, protocol.Refuse(protocol.CodeRevoked, protocol.MsgRevoked)
+	}
 	consent, consented := proj.ConsentFor(dev.Owner, c.env.SiteID)
 	if !consented && req.Endpoint != "heartbeat" {
 		return nil, protocol.Refuse(protocol.CodeRevoked, protocol.MsgRevoked)

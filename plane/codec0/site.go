@@ -48,7 +48,7 @@ func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec
 
 // fromBody decodes a site route's request from its body.
 func fromBody[Req any](decode func(*protocol.Body) (Req, error)) func(*codec.Request) (Req, error) {
-	return func(req *codec.Request) (Req, error) { return decode(req.Body) }
+	return func(req *codec.Request) (Req, error) { return decode(req.SchemaBody()) }
 }
 
 // fromQuery reads the siteId of a read route from the query; the body of
@@ -68,7 +68,10 @@ func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRou
 	if !ok {
 		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgSiteNotRegistered)
 	}
-	if refusal := c.env.Verify(sig, "site/"+req.Endpoint, req.Body, site.Site.Identity); refusal != nil {
+	// A rotated site's earlier keys still sign while they retire, on this
+	// protocol as on "2" (spec A8).
+	keys := site.VerifyingKeys(c.env.Clock.Now())
+	if refusal := c.env.VerifyAny(sig, "site/"+req.Endpoint, req.Body, keys); refusal != nil {
 		return nil, refusal
 	}
 	if refusal := c.env.ChargeSite(ctx, "site:"+site.SiteID); refusal != nil {

@@ -80,7 +80,7 @@ func Open(ctx context.Context, o Options) (Backend, error) {
 	switch o.Kind {
 	case Memory:
 		st := memory.New(o.Clock)
-		return withLimiters(st, memory.NewPairings(o.Clock), st.Limiter, o)
+		return withLimiters(st, st.Pairings(), st.Limiter, o)
 	case Valkey:
 		st, err := openValkey(ctx, o.Valkey, o.Logger)
 		if err != nil {

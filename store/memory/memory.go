@@ -39,7 +39,8 @@ type Store struct {
 	listed    map[string]map[*record]struct{} // by site: jobs the site's listings show (awaiting a payload, or done with a result)
 	cancelled map[string]map[*record]struct{} // by holder: cancelled jobs held
 	presence  map[string]*store.Presence
-	paired    []string // runner ids in first-pair order
+	pairings  *Pairings // pending device codes, on the same clock
+	paired    []string  // runner ids in first-pair order
 }
 
 var _ store.RoutingStore = (*Store)(nil)
@@ -56,6 +57,7 @@ func New(c clock.Clock) *Store {
 		listed:    map[string]map[*record]struct{}{},
 		cancelled: map[string]map[*record]struct{}{},
 		presence:  map[string]*store.Presence{},
+		pairings:  NewPairings(c),
 	}
 }
 
@@ -121,6 +123,10 @@ func (s *Store) Limiter(rate ratelimit.Rate) (ratelimit.Limiter, error) {
 	}
 	return l, nil
 }
+
+// Pairings returns the store's pending device codes, judged on its clock:
+// every relay sharing this store shares them.
+func (s *Store) Pairings() store.Pairings { return s.pairings }
 
 // Ping always succeeds: the store is in this process.
 func (s *Store) Ping(context.Context) error { return nil }

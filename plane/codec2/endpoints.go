@@ -1,0 +1,76 @@
+package codec2
+
+import (
+	"context"
+	"slices"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/protocol/proto2"
+	"github.com/byollm/relayd/store"
+)
+
+// claim grants the caller queued proto-2 jobs of its own owner on every
+// site it may route for (§3.6, decision D4: with no grant author, a
+// device is offered only its owner's jobs).
+func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest) (protocol.ClaimResponse, error) {
+	if req.RunnerID != who.device.RunnerID {
+		return protocol.ClaimResponse{}, proto2.RunnerMismatch()
+	}
+	var kinds []string
+	for _, cp := range req.Capabilities {
+		if !slices.Contains(kinds, cp.Kind) {
+			kinds = append(kinds, cp.Kind)
+		}
+	}
+	routes := []store.Route{}
+	for _, r := range who.proj.ClaimRoutesFor(who.device.Owner) {
+		routes = append(routes, store.Route{SiteID: r.SiteID, Owner: r.Owner})
+	}
+	jobs, err := c.env.Store.Claim(ctx, store.ClaimInput{
+		Proto: store.Proto2, RunnerID: who.device.RunnerID, Owner: who.device.Owner, Device: who.device.Device,
+		Routes: routes, Kinds: kinds, Max: req.Max, LeaseMs: c.env.LeaseMs,
+	})
+	if err != nil {
+		return protocol.ClaimResponse{}, storeError(store.OpClaim, err)
+	}
+	return protocol.ClaimResponse{Jobs: nonNil(jobs), LeaseMs: c.env.LeaseMs}, nil
+}
+
+// held names the job a holder-scoped call is about, resolved lease first
+// (§4.1 R4.1.3), among proto-2 jobs only.
+func held(who *caller, jobID, leaseID string) store.LeaseInput {
+	return store.LeaseInput{Proto: store.Proto2, JobID: jobID, RunnerID: who.device.RunnerID, LeaseID: leaseID}
+}
+
+func (c *Codec) fetch(ctx context.Context, who *caller, req proto2.FetchRequest) (proto2.FetchResponse, error) {
+	env, err := c.env.Store.Fetch(ctx, held(who, req.JobID, req.LeaseID))
+	if err != nil {
+		return proto2.FetchResponse{}, storeError(store.OpFetch, err)
+	}
+	return proto2.FetchResponse{Envelope: env}, nil
+}
+
+// result records a result; the envelope rule runs before the store, so an
+// oversized result is refused even for a job nobody holds (§3.8).
+func (c *Codec) result(ctx context.Context, who *caller, req proto2.ResultRequest) (proto2.ResultResponse, error) {
+	if refusal := proto2.EnvelopeTooLarge(req.Envelope); refusal != nil {
+		return proto2.ResultResponse{}, refusal
+	}
+	res, err := c.env.Store.Result(ctx, store.ResultInput{
+		LeaseInput: held(who, req.JobID, req.LeaseID), Envelope: req.Envelope, Disposition: req.Disposition,
+	})
+	if err != nil {
+		return proto2.ResultResponse{}, storeError(store.OpResult, err)
+	}
+	return proto2.ResultResponse{Accepted: !res.Duplicate, Duplicate: res.Duplicate, State: string(store.Done)}, nil
+}
+
+func (c *Codec) release(ctx context.Context, who *caller, req proto2.ReleaseRequest) (proto2.ReleaseResponse, error) {
+	released, err := c.env.Store.Release(ctx, store.ReleaseInput{
+		Proto: store.Proto2, RunnerID: who.device.RunnerID, Leases: req.Leases, Reason: req.Reason,
+	})
+	if err != nil {
+		return proto2.ReleaseResponse{}, storeError(store.OpRelease, err)
+	}
+	return proto2.ReleaseResponse{Released: nonNil(released)}, nil
+}

@@ -1,0 +1,72 @@
+package codec2
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/byollm/relayd/plane/codec"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/protocol/proto2"
+	"github.com/byollm/relayd/store"
+)
+
+// PairingRetryAfterSeconds is the retryAfter of a start refused because
+// too many codes are pending (decision D1): codes live ten minutes, so a
+// minute later some have usually gone.
+const PairingRetryAfterSeconds = 60
+
+// pairingBusy is the reference's at-capacity refusal with the wait that
+// relayd, unlike the reference, states in the body and in Retry-After.
+func pairingBusy() *proto2.Refusal {
+	r := proto2.PairingBusy()
+	r.Body.RetryAfter = PairingRetryAfterSeconds
+	return r
+}
+
+// storeError is the answer to an error from store operation op: the wire
+// refusal a store refusal maps to, or else a store failure.
+func storeError(op store.Op, err error) error {
+	var refused *store.Refusal
+	if errors.As(err, &refused) {
+		if refusal := wireRefusal(op, refused); refusal != nil {
+			return refusal
+		}
+	}
+	return codec.Failed(op, err)
+}
+
+// wireRefusal is the one table from a store refusal to protocol "2"'s
+// answer (§3.7, §3.12, §3.17): holder refusals are 403 forbidden, a
+// finished job is 409 too-late, and relayd's stale-seal refusal (D11) is
+// the late seal's 409. A code it does not know answers as a failure.
+func wireRefusal(op store.Op, r *store.Refusal) *proto2.Refusal {
+	switch r.Code {
+	case store.RefusedNotFound:
+		return proto2.UnknownJob()
+	case store.RefusedNotHolder:
+		return proto2.NotHolder()
+	case store.RefusedStaleLease:
+		return proto2.StaleLease()
+	case store.RefusedNotReady:
+		return proto2.NotSealed()
+	case store.RefusedFinished:
+		return proto2.AlreadyFinished()
+	case store.RefusedTooLate:
+		return proto2.NotAwaiting(string(r.Was))
+	case store.RefusedAtCapacity:
+		return pairingBusy()
+	case store.RefusedIDTaken:
+		// Protocol "2" never refuses an enqueue; should a store do so,
+		// the reference's answer for a refused stub is the one to give.
+		return proto2.StubNotAccepted()
+	case store.RefusedOtherDevice:
+		// As protocol "0" answers (D11): a payload sealed for an earlier
+		// holder is a late seal; a result the holder did not seal could
+		// never be verified by the site.
+		if op == store.OpPayload {
+			return &proto2.Refusal{Status: http.StatusConflict, Body: proto2.ErrorBody{Error: protocol.CodeTooLate, Message: protocol.MsgSealedForOtherDevice}}
+		}
+		return &proto2.Refusal{Status: http.StatusBadRequest, Body: proto2.ErrorBody{Error: protocol.CodeBadRequest, Message: protocol.MsgResultFromOtherDevice}}
+	}
+	return nil
+}

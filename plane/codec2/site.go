@@ -1,0 +1,176 @@
+package codec2
+
+import (
+	"context"
+
+	"github.com/byollm/relayd/plane/codec"
+	"github.com/byollm/relayd/projection"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/protocol/proto2"
+	"github.com/byollm/relayd/store"
+)
+
+// siteRoute is one site-plane route, whatever its types.
+type siteRoute interface {
+	serve(ctx context.Context, c *Codec, req *codec.Request, site projection.SiteRecord) (any, error)
+}
+
+// siteRequest is a decoded site-plane request, which names the site it
+// says it acts for.
+type siteRequest interface{ ForSite() string }
+
+// siteEndpoint is a site-plane route: decode reads the request (its body,
+// or the query of a read) and handle answers it.
+type siteEndpoint[Req siteRequest, Resp any] struct {
+	decode func(*codec.Request) (Req, error)
+	handle func(c *Codec, ctx context.Context, site projection.SiteRecord, req Req) (Resp, error)
+}
+
+// forSite is the site route decode reads and handle answers.
+func forSite[Req siteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, projection.SiteRecord, Req) (Resp, error)) siteRoute {
+	return siteEndpoint[Req, Resp]{decode: decode, handle: handle}
+}
+
+func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec.Request, site projection.SiteRecord) (any, error) {
+	v, err := e.decode(req)
+	if err != nil {
+		return nil, proto2.SchemaRefusal()
+	}
+	if v.ForSite() != site.SiteID {
+		return nil, proto2.NotYourSite()
+	}
+	return answer(e.handle(c, ctx, site, v))
+}
+
+// The decoded requests name their site.
+type (
+	enqueueRequest proto2.EnqueueRequest
+	payloadRequest proto2.PayloadRequest
+	cancelRequest  proto2.CancelRequest
+	siteQuery      proto2.SiteQuery
+)
+
+func (r enqueueRequest) ForSite() string { return r.SiteID }
+func (r payloadRequest) ForSite() string { return r.SiteID }
+func (r cancelRequest) ForSite() string  { return r.SiteID }
+func (r siteQuery) ForSite() string      { return r.SiteID }
+
+// fromBody decodes a site route's request from its body with decode,
+// then names it as the route knows it.
+func fromBody[Wire, Req any](decode func([]byte) (Wire, error), as func(Wire) Req) func(*codec.Request) (Req, error) {
+	return func(req *codec.Request) (Req, error) {
+		w, err := decode(req.Body.Raw())
+		return as(w), err
+	}
+}
+
+// fromQuery reads the siteId of a read route from the query; the body of
+// a POST to a read route is signed but otherwise ignored.
+func fromQuery(req *codec.Request) (siteQuery, error) {
+	q, err := proto2.DecodeSiteQuery(req.RawQuery)
+	return siteQuery(q), err
+}
+
+// sitePlane authenticates a site (§3.4): any registered site may call,
+// signing with its current key or, while they retire, its earlier ones.
+func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRoute) (any, error) {
+	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderSite)
+	if !ok {
+		return nil, proto2.NotSigned()
+	}
+	site, ok := c.env.Projection().SiteFor(sig.CallerID)
+	if !ok {
+		return nil, proto2.SiteNotRegistered()
+	}
+	keys := site.VerifyingKeys(c.env.Clock.Now())
+	if refusal := c.env.VerifyAny(sig, "site/"+req.Endpoint, req.Body, keys); refusal != nil {
+		return nil, refusal
+	}
+	if refusal := c.env.ChargeSite(ctx, "site:"+site.SiteID); refusal != nil {
+		return nil, refusal
+	}
+	return route.serve(ctx, c, req, site)
+}
+
+// enqueue publishes a stub that names the signing site's current key
+// (§3.11); a republish of (site, id) answers the existing job's state.
+func (c *Codec) enqueue(ctx context.Context, site projection.SiteRecord, req enqueueRequest) (proto2.EnqueueResponse, error) {
+	if req.Stub.Site != keyID(site.Site) {
+		return proto2.EnqueueResponse{}, proto2.StubWrongSite()
+	}
+	s := req.Stub
+	stub := protocol.JobStub{
+		ID: s.ID, Kind: s.Kind, Owner: s.Owner, Site: s.Site, Audience: s.Audience, Purpose: s.Purpose,
+		SizeClass: s.SizeClass, Streaming: s.Streaming, DeadlineAt: s.DeadlineAt,
+	}
+	res, err := c.env.Store.Enqueue(ctx, store.EnqueueInput{SiteID: site.SiteID, Proto: store.Proto2, Stub: stub})
+	if err != nil {
+		return proto2.EnqueueResponse{}, storeError(store.OpEnqueue, err)
+	}
+	return proto2.EnqueueResponse{JobID: s.ID, State: string(res.State)}, nil
+}
+
+// payload seals a claimed job; the envelope rule runs before the store
+// (§3.12).
+func (c *Codec) payload(ctx context.Context, site projection.SiteRecord, req payloadRequest) (proto2.PayloadResponse, error) {
+	if refusal := proto2.EnvelopeTooLarge(req.Envelope); refusal != nil {
+		return proto2.PayloadResponse{}, refusal
+	}
+	if err := c.env.Store.Payload(ctx, store.PayloadInput{JobID: req.JobID, SiteID: site.SiteID, Envelope: req.Envelope}); err != nil {
+		return proto2.PayloadResponse{}, storeError(store.OpPayload, err)
+	}
+	return proto2.PayloadResponse{JobID: req.JobID, State: string(store.Ready)}, nil
+}
+
+func (c *Codec) cancel(ctx context.Context, site projection.SiteRecord, req cancelRequest) (proto2.CancelResponse, error) {
+	ok, err := c.env.Store.Cancel(ctx, store.CancelInput{JobID: req.JobID, SiteID: site.SiteID})
+	if err != nil {
+		return proto2.CancelResponse{}, storeError(store.OpCancel, err)
+	}
+	return proto2.CancelResponse{Cancelled: ok}, nil
+}
+
+// pending lists the site's jobs awaiting a payload, whatever protocol
+// enqueued them (A6), after a sweep (§3.14).
+func (c *Codec) pending(ctx context.Context, site projection.SiteRecord, _ siteQuery) (proto2.PendingResponse, error) {
+	swept, err := c.env.Store.Sweep(ctx)
+	if err != nil {
+		return proto2.PendingResponse{}, storeError(store.OpSweep, err)
+	}
+	c.env.Swept(ctx, swept)
+	jobs, err := c.env.Store.Pending(ctx, site.SiteID)
+	if err != nil {
+		return proto2.PendingResponse{}, storeError(store.OpPending, err)
+	}
+	out := make([]proto2.PendingJob, 0, len(jobs))
+	for _, j := range jobs {
+		if j.ClaimedBy == nil {
+			continue
+		}
+		out = append(out, proto2.PendingJob{
+			JobID: j.ID, Device: j.ClaimedBy.Device, RunnerID: j.ClaimedBy.RunnerID, LeaseID: j.ClaimedBy.LeaseID,
+			AwaitingUntil: j.AwaitingUntil, LeaseExpiresAt: j.ClaimedBy.LeaseExpiresAt,
+		})
+	}
+	return proto2.PendingResponse{Jobs: out}, nil
+}
+
+// results lists the site's finished jobs, whatever protocol enqueued them
+// (A6); they stay listed until their deadline (§3.15).
+func (c *Codec) results(ctx context.Context, site projection.SiteRecord, _ siteQuery) (proto2.ResultsResponse, error) {
+	jobs, err := c.env.Store.Results(ctx, site.SiteID)
+	if err != nil {
+		return proto2.ResultsResponse{}, storeError(store.OpResults, err)
+	}
+	out := make([]proto2.FinishedJob, 0, len(jobs))
+	for _, j := range jobs {
+		if j.ClaimedBy == nil || j.Result == nil {
+			continue
+		}
+		out = append(out, proto2.FinishedJob{
+			JobID: j.ID, Envelope: *j.Result, Disposition: j.Disposition, RunnerID: j.ClaimedBy.RunnerID,
+			LeaseID: j.ClaimedBy.LeaseID, Device: j.ClaimedBy.Device, RunnerOwner: j.ClaimedBy.Owner,
+		})
+	}
+	return proto2.ResultsResponse{Jobs: out}, nil
+}
