@@ -39,14 +39,16 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if cfg.TestClockOffset != 0 {
 		logger.Warn("TEST ONLY: this replica's clock is shifted", slog.Duration("offset", cfg.TestClockOffset))
 	}
+	valkeyOpts := cfg.Valkey
+	valkeyOpts.Timeout = cfg.StoreTimeout
 	b, err := backend.Open(ctx, backend.Options{
-		Kind: cfg.Store, Valkey: cfg.Valkey, Clock: LocalClock(cfg),
+		Kind: cfg.Store, Valkey: valkeyOpts, Clock: LocalClock(cfg),
 		RateLimit: cfg.RateLimit, SiteRateLimit: cfg.SiteRateLimit, Logger: logger,
 	})
 	if err != nil {
 		return err
 	}
-	st := m.InstrumentStore(b.Store)
+	st := withDeadlines(m.InstrumentStore(b.Store), cfg.StoreTimeout)
 	defer func() {
 		if err := st.Close(); err != nil {
 			logger.Error("closing the store", slog.String("error", err.Error()))
@@ -61,7 +63,8 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		Projection: src.Current, Clock: LocalClock(cfg), Logger: logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
-		RateLimit: b.RateLimit, SiteRateLimit: b.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
+		RateLimit: limiterWithDeadline(b.RateLimit, cfg.StoreTimeout), SiteRateLimit: limiterWithDeadline(b.SiteRateLimit, cfg.StoreTimeout),
+		TrustForwardedFor: cfg.TrustForwardedFor,
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())

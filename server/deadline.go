@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit"
+	"github.com/byollm/relayd/store"
+)
+
+// readinessShare is the part of the store timeout a readiness probe gets:
+// half, so that with the default 2 s a probe answers within the 1 s a
+// Kubernetes probe waits by default, and a probe never outlives the
+// requests it vouches for.
+const readinessShare = 2
+
+// withDeadlines gives every call on st a deadline of timeout, and Ping
+// (the readiness probe) its shorter share, so that a store that stops
+// answering costs a caller one bounded wait and a retryable 503, never a
+// hung request. A caller's own earlier deadline still wins.
+func withDeadlines(st store.RoutingStore, timeout time.Duration) store.RoutingStore {
+	return &bounded{next: st, timeout: timeout, ping: timeout / readinessShare}
+}
+
+// bounded is the decorator withDeadlines returns. It names every method,
+// rather than embedding the interface, so that a new store operation cannot
+// slip past the deadline unnoticed: it will not compile until added here.
+type bounded struct {
+	next    store.RoutingStore
+	timeout time.Duration
+	ping    time.Duration
+}
+
+var _ store.RoutingStore = (*bounded)(nil)
+
+// within runs call under a deadline of d from now.
+func within[T any](ctx context.Context, d time.Duration, call func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return call(ctx)
+}
+
+// withinFound is within for a lookup that may find nothing.
+func withinFound[T any](ctx context.Context, d time.Duration, call func(context.Context) (T, bool, error)) (T, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return call(ctx)
+}
+
+// withinErr is within for a call that returns only an error.
+func withinErr(ctx context.Context, d time.Duration, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return call(ctx)
+}
+
+func (b *bounded) Now(ctx context.Context) (int64, error) {
+	return within(ctx, b.timeout, b.next.Now)
+}
+
+func (b *bounded) Enqueue(ctx context.Context, in store.EnqueueInput) (store.EnqueueResult, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) (store.EnqueueResult, error) { return b.next.Enqueue(ctx, in) })
+}
+
+func (b *bounded) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) ([]protocol.ClaimedStub, error) { return b.next.Claim(ctx, in) })
+}
+
+func (b *bounded) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) (protocol.SealedEnvelope, error) { return b.next.Fetch(ctx, in) })
+}
+
+func (b *bounded) Result(ctx context.Context, in store.ResultInput) (store.ResultOutcome, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) (store.ResultOutcome, error) { return b.next.Result(ctx, in) })
+}
+
+func (b *bounded) Release(ctx context.Context, in store.ReleaseInput) ([]string, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) ([]string, error) { return b.next.Release(ctx, in) })
+}
+
+func (b *bounded) Payload(ctx context.Context, in store.PayloadInput) error {
+	return withinErr(ctx, b.timeout, func(ctx context.Context) error { return b.next.Payload(ctx, in) })
+}
+
+func (b *bounded) Cancel(ctx context.Context, in store.CancelInput) (bool, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) (bool, error) { return b.next.Cancel(ctx, in) })
+}
+
+func (b *bounded) CancelRequests(ctx context.Context, in store.CancelRequestsInput) ([]protocol.LeaseRef, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) ([]protocol.LeaseRef, error) { return b.next.CancelRequests(ctx, in) })
+}
+
+func (b *bounded) Renew(ctx context.Context, in store.RenewInput) (store.RenewResult, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) (store.RenewResult, error) { return b.next.Renew(ctx, in) })
+}
+
+func (b *bounded) Pair(ctx context.Context, in store.PairInput) (store.Presence, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) (store.Presence, error) { return b.next.Pair(ctx, in) })
+}
+
+func (b *bounded) Touch(ctx context.Context, runnerID string) (bool, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) (bool, error) { return b.next.Touch(ctx, runnerID) })
+}
+
+func (b *bounded) Sweep(ctx context.Context) (store.SweepResult, error) {
+	return within(ctx, b.timeout, b.next.Sweep)
+}
+
+func (b *bounded) Job(ctx context.Context, siteID, id string) (store.Job, bool, error) {
+	return withinFound(ctx, b.timeout, func(ctx context.Context) (store.Job, bool, error) { return b.next.Job(ctx, siteID, id) })
+}
+
+func (b *bounded) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) ([]store.Job, error) { return b.next.Jobs(ctx, limit) })
+}
+
+func (b *bounded) Pending(ctx context.Context, siteID string) ([]store.Job, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) ([]store.Job, error) { return b.next.Pending(ctx, siteID) })
+}
+
+func (b *bounded) Results(ctx context.Context, siteID string) ([]store.Job, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) ([]store.Job, error) { return b.next.Results(ctx, siteID) })
+}
+
+func (b *bounded) Presence(ctx context.Context, runnerID string) (store.Presence, bool, error) {
+	return withinFound(ctx, b.timeout, func(ctx context.Context) (store.Presence, bool, error) { return b.next.Presence(ctx, runnerID) })
+}
+
+func (b *bounded) Runners(ctx context.Context, limit int) ([]store.Presence, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) ([]store.Presence, error) { return b.next.Runners(ctx, limit) })
+}
+
+// Ping is the readiness probe's call, under its shorter deadline.
+func (b *bounded) Ping(ctx context.Context) error {
+	return withinErr(ctx, b.ping, b.next.Ping)
+}
+
+// Close has no deadline: it waits for nothing remote.
+func (b *bounded) Close() error { return b.next.Close() }
+
+// limiterWithDeadline gives every Allow on l the store timeout: the Valkey
+// limiter shares the store's server, and the plane lets a request through
+// when its limiter cannot answer, so a frozen server must not hold the
+// request there first. A nil limiter stays nil (no limit).
+func limiterWithDeadline(l ratelimit.Limiter, timeout time.Duration) ratelimit.Limiter {
+	if l == nil {
+		return nil
+	}
+	return boundedLimiter{next: l, timeout: timeout}
+}
+
+type boundedLimiter struct {
+	next    ratelimit.Limiter
+	timeout time.Duration
+}
+
+func (l boundedLimiter) Allow(ctx context.Context, key string) (ratelimit.Decision, error) {
+	return within(ctx, l.timeout, func(ctx context.Context) (ratelimit.Decision, error) { return l.next.Allow(ctx, key) })
+}
