@@ -2,6 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/byollm/relayd/protocol"
@@ -34,25 +39,72 @@ type bounded struct {
 
 var _ store.RoutingStore = (*bounded)(nil)
 
-// within runs call under a deadline of d from now.
+// requestBudget marks a request whose store work has already waited out
+// one deadline: the store is not answering, so the request's later calls
+// fail at once instead of each waiting as long again. Without it a site
+// call, charged to the rate limiter (which lets the request through when
+// it cannot answer) before its store call, waited two timeouts.
+type requestBudget struct{ spent atomic.Bool }
+
+type budgetKey struct{}
+
+// errBudgetSpent fails a store call that a request makes after an earlier
+// call of the same request timed out; it was never sent.
+var errBudgetSpent = errors.New("store call not attempted: an earlier store call of this request timed out")
+
+// oneWaitPerRequest gives each request served by h a budget of one store
+// timeout: the first call that times out ends the request's store work.
+func oneWaitPerRequest(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, &requestBudget{})))
+	})
+}
+
+// within runs call under a deadline of d from now, unless ctx's request
+// has already waited out a deadline.
 func within[T any](ctx context.Context, d time.Duration, call func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
+	budget, _ := ctx.Value(budgetKey{}).(*requestBudget)
+	if budget != nil && budget.spent.Load() {
+		var zero T
+		return zero, errBudgetSpent
+	}
+	callCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	return call(ctx)
+	v, err := call(callCtx)
+	if err != nil && budget != nil && (errors.Is(callCtx.Err(), context.DeadlineExceeded) || timedOut(err)) {
+		budget.spent.Store(true)
+	}
+	return v, err
+}
+
+// timedOut reports whether err is the store giving up on a wait of its
+// own: valkey-go bounds a reconnect by its dial timeout, which can end a
+// hair before the call's deadline.
+func timedOut(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &netErr) && netErr.Timeout())
+}
+
+// found is a lookup's answer, so that within can carry it.
+type found[T any] struct {
+	v  T
+	ok bool
 }
 
 // withinFound is within for a lookup that may find nothing.
 func withinFound[T any](ctx context.Context, d time.Duration, call func(context.Context) (T, bool, error)) (T, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return call(ctx)
+	f, err := within(ctx, d, func(ctx context.Context) (found[T], error) {
+		v, ok, err := call(ctx)
+		return found[T]{v, ok}, err
+	})
+	return f.v, f.ok, err
 }
 
 // withinErr is within for a call that returns only an error.
 func withinErr(ctx context.Context, d time.Duration, call func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return call(ctx)
+	_, err := within(ctx, d, func(ctx context.Context) (struct{}, error) { return struct{}{}, call(ctx) })
+	return err
 }
 
 func (b *bounded) Now(ctx context.Context) (int64, error) {
@@ -157,4 +209,39 @@ type boundedLimiter struct {
 
 func (l boundedLimiter) Allow(ctx context.Context, key string) (ratelimit.Decision, error) {
 	return within(ctx, l.timeout, func(ctx context.Context) (ratelimit.Decision, error) { return l.next.Allow(ctx, key) })
+}
+
+// pairingsWithDeadline gives every call on p the store timeout, as
+// withDeadlines does for the routing store; nil (no device-code pairing)
+// stays nil.
+func pairingsWithDeadline(p store.Pairings, timeout time.Duration) store.Pairings {
+	if p == nil {
+		return nil
+	}
+	return boundedPairings{next: p, timeout: timeout}
+}
+
+type boundedPairings struct {
+	next    store.Pairings
+	timeout time.Duration
+}
+
+func (p boundedPairings) StartPairing(ctx context.Context, in store.StartPairingInput) (int64, error) {
+	return within(ctx, p.timeout, func(ctx context.Context) (int64, error) { return p.next.StartPairing(ctx, in) })
+}
+
+func (p boundedPairings) PairingByDeviceCode(ctx context.Context, deviceCode string) (store.PendingPairing, bool, error) {
+	return withinFound(ctx, p.timeout, func(ctx context.Context) (store.PendingPairing, bool, error) {
+		return p.next.PairingByDeviceCode(ctx, deviceCode)
+	})
+}
+
+func (p boundedPairings) PairingByUserCode(ctx context.Context, userCode string) (store.PendingPairing, bool, error) {
+	return withinFound(ctx, p.timeout, func(ctx context.Context) (store.PendingPairing, bool, error) {
+		return p.next.PairingByUserCode(ctx, userCode)
+	})
+}
+
+func (p boundedPairings) DropPairing(ctx context.Context, deviceCode string) error {
+	return withinErr(ctx, p.timeout, func(ctx context.Context) error { return p.next.DropPairing(ctx, deviceCode) })
 }

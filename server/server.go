@@ -75,7 +75,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if err != nil {
 		return err
 	}
-	publicSrv := newHTTPServer(cfg, relay.Handler(), logger)
+	publicSrv := newHTTPServer(cfg, oneWaitPerRequest(relay.Handler()), logger)
 	adminSrv := newHTTPServer(cfg, admin.Handler(), logger)
 
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
