@@ -15,9 +15,9 @@ import (
 )
 
 // readinessShare is the part of the store timeout a readiness probe gets:
-// half, so that with the default 2 s a probe answers within the 1 s a
-// Kubernetes probe waits by default, and a probe never outlives the
-// requests it vouches for.
+// half, so that with the default 2 s a probe answers its 503 well inside
+// the probers' own timeouts (2 s in deploy/kubernetes, 3 s in HAProxy)
+// rather than timing out, and never outlives the requests it vouches for.
 const readinessShare = 2
 
 // withDeadlines gives every call on st a deadline of timeout, and Ping
