@@ -12,6 +12,7 @@ import (
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/backend"
 )
 
 // readinessShare is the part of the store timeout a readiness probe gets:
@@ -19,6 +20,14 @@ import (
 // the probers' own timeouts (2 s in deploy/kubernetes, 3 s in HAProxy)
 // rather than timing out, and never outlives the requests it vouches for.
 const readinessShare = 2
+
+// withCallDeadlines puts every call the relay makes on st and on b's
+// limiters under timeout (see withDeadlines), returning both wrapped.
+func withCallDeadlines(st store.RoutingStore, b backend.Backend, timeout time.Duration) (store.RoutingStore, backend.Backend) {
+	b.RateLimit = limiterWithDeadline(b.RateLimit, timeout)
+	b.SiteRateLimit = limiterWithDeadline(b.SiteRateLimit, timeout)
+	return withDeadlines(st, timeout), b
+}
 
 // withDeadlines gives every call on st a deadline of timeout, and Ping
 // (the readiness probe) its shorter share, so that a store that stops

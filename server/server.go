@@ -48,12 +48,13 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if err != nil {
 		return err
 	}
-	st := withDeadlines(m.InstrumentStore(b.Store), cfg.StoreTimeout)
+	st := m.InstrumentStore(b.Store)
 	defer func() {
 		if err := st.Close(); err != nil {
 			logger.Error("closing the store", slog.String("error", err.Error()))
 		}
 	}()
+	st, b = withCallDeadlines(st, b, cfg.StoreTimeout)
 	src, err := openProjection(ctx, cfg, m, logger)
 	if err != nil {
 		return err
@@ -63,8 +64,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		Projection: src.Current, Clock: LocalClock(cfg), Logger: logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
-		RateLimit: limiterWithDeadline(b.RateLimit, cfg.StoreTimeout), SiteRateLimit: limiterWithDeadline(b.SiteRateLimit, cfg.StoreTimeout),
-		TrustForwardedFor: cfg.TrustForwardedFor,
+		RateLimit: b.RateLimit, SiteRateLimit: b.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
