@@ -18,11 +18,11 @@ const frozenAnswer = `{"error":"server-error","message":"the relay's routing sto
 
 // A Valkey frozen by SIGSTOP accepts connections and answers nothing: no
 // connection error tells the client to give up. The store deadline does:
-// a claim through a real relayd gets the retryable 503 with Retry-After,
-// readiness fails, and both recover when the server resumes, without a
-// restart. Durations are logged, not asserted (docs/performance.md,
+// a claim and a site call through a real relayd get the retryable 503
+// whose retryAfter equals Retry-After in seconds (decision D1), readiness
+// fails, and both recover when the server resumes, without a restart. Durations are logged, not asserted (docs/performance.md,
 // "Frozen Valkey", quotes them).
-func TestFrozenValkeyAnswers503AndRecoversWithoutARestart(t *testing.T) {
+func TestD1_AFrozenValkeyIsA503WithRetryAfterAndRecoversWithoutARestart(t *testing.T) {
 	srv := valkeytest.Start(t)
 	if !srv.CanRestart() {
 		t.Skip("the server did not come from a binary this test can freeze")
