@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -33,12 +34,16 @@ func TestD1_AFrozenValkeyIsA503WithRetryAfterAndRecoversWithoutARestart(t *testi
 	require.NoError(t, err, "a claim works before the freeze")
 
 	srv.Freeze(t)
+	// A generous deadline, over seven times the store timeout, that a
+	// relay without one misses (a frozen claim took 27 s before).
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
 	calls := []struct {
 		name string
 		do   func() (peer.RawResponse, error)
 	}{
-		{"claim", func() (peer.RawResponse, error) { return d.Do(t.Context(), "claim", claimRequest(t, d)) }},
-		{"site pending", func() (peer.RawResponse, error) { return site.Do(t.Context(), http.MethodGet, "pending", nil) }},
+		{"claim", func() (peer.RawResponse, error) { return d.Do(ctx, "claim", claimRequest(t, d)) }},
+		{"site pending", func() (peer.RawResponse, error) { return site.Do(ctx, http.MethodGet, "pending", nil) }},
 	}
 	for _, c := range calls {
 		start := time.Now()
