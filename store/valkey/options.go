@@ -45,13 +45,13 @@ type Options struct {
 	// DialTimeout bounds connecting, the handshake included (0 means
 	// Timeout, or valkey-go's 5 s when that is zero too).
 	DialTimeout time.Duration
-	// Timeout is the longest a connection may wait for a reply before
-	// valkey-go declares it dead (its ConnWriteTimeout, which also bounds
-	// the keep-alive PING on an idle connection). valkey-go's own default is ten seconds: a frozen
-	// server would hold every pipelined caller that long, and callers who
-	// are waiting for a reconnect wait without their context. 0 keeps
-	// valkey-go's defaults. A caller's context deadline still ends its own
-	// call sooner.
+	// Timeout is how long a connection may wait for a reply before
+	// valkey-go declares it dead and reconnects (its ConnWriteTimeout,
+	// which also bounds the keep-alive PING). A caller's context deadline
+	// ends its own wait sooner, but callers queued behind a reconnect wait
+	// for the dial timeout, not for their context; valkey-go's defaults
+	// (10 s and 5 s) let a frozen server hold them that long. 0 keeps
+	// those defaults.
 	Timeout time.Duration
 }
 
