@@ -44,6 +44,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        string
 
+	// StoreTimeout bounds every store call (and rate-limiter call) that a
+	// request or the sweeper makes; /readyz gets half of it.
+	StoreTimeout time.Duration
+
 	// Limits on what one request may cost (docs/security.md).
 	MaxHeaderBytes     int
 	ReadHeaderTimeout  time.Duration
@@ -152,6 +156,7 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.BasePath, "base-path", protocol.DefaultBasePath, "path prefix of the daemon plane")
 	fs.Int64Var(&c.LeaseMs, "lease-ms", protocol.DefaultLeaseMs, "lease length in milliseconds")
 	fs.StringVar(&c.Store, "store", StoreMemory, "routing store: memory (single replica) or valkey (many replicas)")
+	fs.DurationVar(&c.StoreTimeout, "store-timeout", 2*time.Second, "longest one store call may take before the request is answered 503 with Retry-After; /readyz gets half. Healthy calls take milliseconds, so 2s is slack for a busy Valkey yet keeps a frozen one from holding requests (valkey-go's own defaults: 10s)")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 5*time.Second, "how often this replica sweeps passed deadlines in the background (0 disables)")
 	fs.BoolVar(&c.PublicDebug, "public-debug", false, "also serve the debug page on the public listener (never in production)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's /debug/pprof/ profiles on the admin listener")
@@ -251,6 +256,7 @@ func (c Config) Validate() error {
 		positive bool
 	}{
 		{"lease-ms", c.LeaseMs > 0},
+		{"store-timeout", c.StoreTimeout > 0},
 		{"max-body-bytes", c.MaxBodyBytes > 0},
 		{"max-header-bytes", c.MaxHeaderBytes > 0},
 		{"read-header-timeout", c.ReadHeaderTimeout > 0},

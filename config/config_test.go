@@ -172,3 +172,24 @@ func TestLimitsThatCannotRunAreRefused(t *testing.T) {
 	_, err := config.Load(append(append([]string{}, required...), "--rate-limit", "0", "--rate-burst", "0"), env(nil))
 	require.NoError(t, err)
 }
+
+// --store-timeout bounds every store call: short by default, set by its
+// environment twin, beaten by the flag, and never zero (no deadline).
+func TestStoreTimeout(t *testing.T) {
+	c, err := config.Load(required, env(nil))
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, c.StoreTimeout)
+
+	c, err = config.Load(required, env(map[string]string{"RELAYD_STORE_TIMEOUT": "750ms"}))
+	require.NoError(t, err)
+	require.Equal(t, 750*time.Millisecond, c.StoreTimeout)
+
+	c, err = config.Load(append(append([]string{}, required...), "--store-timeout", "3s"), env(map[string]string{"RELAYD_STORE_TIMEOUT": "750ms"}))
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, c.StoreTimeout, "the flag wins")
+
+	for _, bad := range []string{"0", "-1s"} {
+		_, err = config.Load(append(append([]string{}, required...), "--store-timeout", bad), env(nil))
+		require.ErrorContains(t, err, "--store-timeout must be positive", bad)
+	}
+}

@@ -41,8 +41,10 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if cfg.TestClockOffset != 0 {
 		logger.Warn("TEST ONLY: this replica's clock is shifted", slog.Duration("offset", cfg.TestClockOffset))
 	}
+	valkeyOpts := cfg.Valkey
+	valkeyOpts.Timeout = cfg.StoreTimeout
 	b, err := backend.Open(ctx, backend.Options{
-		Kind: cfg.Store, Valkey: cfg.Valkey, Clock: LocalClock(cfg),
+		Kind: cfg.Store, Valkey: valkeyOpts, Clock: LocalClock(cfg),
 		RateLimit: cfg.RateLimit, SiteRateLimit: cfg.SiteRateLimit, Logger: logger,
 	})
 	if err != nil {
@@ -54,6 +56,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 			logger.Error("closing the store", slog.String("error", err.Error()))
 		}
 	}()
+	st, b = withCallDeadlines(st, b, cfg.StoreTimeout)
 	src, err := openProjection(ctx, cfg, m, logger)
 	if err != nil {
 		return err
@@ -75,7 +78,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if err != nil {
 		return err
 	}
-	publicSrv := newHTTPServer(cfg, relay.Handler(), logger)
+	publicSrv := newHTTPServer(cfg, oneWaitPerRequest(relay.Handler()), logger)
 	adminSrv := newHTTPServer(cfg, admin.Handler(), logger)
 
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))

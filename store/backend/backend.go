@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/ratelimit"
@@ -42,6 +43,9 @@ type ValkeyOptions struct {
 	SentinelMaster string
 	Cluster        bool
 	Prefix         string
+	// Timeout bounds a connection's wait for a reply and a (re)connect;
+	// see valkey.Options.Timeout. Zero keeps valkey-go's defaults.
+	Timeout time.Duration
 }
 
 // Options chooses and configures the backend.
@@ -125,6 +129,7 @@ func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger) (*val
 	opts := valkey.Options{
 		Addrs: c.Addrs, Username: c.Username, Password: c.Password,
 		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, KeyPrefix: c.Prefix,
+		Timeout: c.Timeout,
 	}
 	if c.TLS {
 		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}

@@ -42,8 +42,17 @@ type Options struct {
 	// retried before the store reports an error (0 means 3; negative means
 	// never). Every script is safe to re-run.
 	MaxRetries int
-	// DialTimeout bounds connecting (0 means valkey-go's default).
+	// DialTimeout bounds connecting, the handshake included (0 means
+	// Timeout, or valkey-go's 5 s when that is zero too).
 	DialTimeout time.Duration
+	// Timeout is how long a connection may wait for a reply before
+	// valkey-go declares it dead and reconnects (its ConnWriteTimeout,
+	// which also bounds the keep-alive PING). A caller's context deadline
+	// ends its own wait sooner, but callers queued behind a reconnect wait
+	// for the dial timeout, not for their context; valkey-go's defaults
+	// (10 s and 5 s) let a frozen server hold them that long. 0 keeps
+	// those defaults.
+	Timeout time.Duration
 }
 
 // ValidatePrefix checks that a key prefix carries a hash tag, so that all
@@ -90,6 +99,10 @@ func (o Options) clientOption() (valkey.ClientOption, error) {
 		opt.DisableRetry = true
 	}
 	opt.Dialer.Timeout = o.DialTimeout
+	if opt.Dialer.Timeout == 0 {
+		opt.Dialer.Timeout = o.Timeout
+	}
+	opt.ConnWriteTimeout = o.Timeout
 	switch {
 	case o.SentinelMasterSet != "":
 		if o.Cluster {
@@ -132,6 +145,10 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	}
 	s.owned = true
 	if err := s.Ping(ctx); err != nil {
+		client.Close()
+		return nil, err
+	}
+	if err := s.LoadScripts(ctx); err != nil {
 		client.Close()
 		return nil, err
 	}

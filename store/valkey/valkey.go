@@ -51,8 +51,8 @@ type call struct {
 
 // NewFromClient returns a store on an existing client under a key prefix
 // (which must carry a hash tag). The caller keeps ownership of the client:
-// Close does not close it. Call Ping to load the scripts up front; they are
-// also loaded on first use.
+// Close does not close it. Call LoadScripts to load the scripts up front;
+// they are also loaded on first use.
 func NewFromClient(client valkey.Client, prefix string) (*Store, error) {
 	if err := ValidatePrefix(prefix); err != nil {
 		return nil, err
@@ -135,27 +135,6 @@ func (s *Store) execWrite(ctx context.Context, c call) ([]string, error) {
 func wantParts(op store.Op, parts []string, n int) error {
 	if len(parts) < n {
 		return fmt.Errorf("valkey store: %s: reply has %d parts, want %d", op, len(parts), n)
-	}
-	return nil
-}
-
-// Ping checks the server answers and loads every script on every node,
-// checking each loads under the digest it will be called by.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.client.Do(ctx, s.client.B().Ping().Build()).Error(); err != nil {
-		return fmt.Errorf("valkey store: ping: %w", err)
-	}
-	for addr, node := range s.client.Nodes() {
-		for _, op := range scripted() {
-			sc := s.scripts[op]
-			sha, err := node.Do(ctx, node.B().ScriptLoad().Script(sc.source).Build()).ToString()
-			if err != nil {
-				return fmt.Errorf("valkey store: loading script %s on %s: %w", op, addr, err)
-			}
-			if want := digest(sc.source); sha != want {
-				return fmt.Errorf("valkey store: script %s loaded on %s as %s, want %s", op, addr, sha, want)
-			}
-		}
 	}
 	return nil
 }

@@ -347,7 +347,7 @@ func TestSurvivesScriptFlush(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, store.AwaitingPayload, j.State)
 	require.NoError(t, client.Do(ctx, client.B().ScriptFlush().Build()).Error())
-	require.NoError(t, s.Ping(ctx), "ping loads the scripts again")
+	require.NoError(t, s.LoadScripts(ctx), "the scripts load again")
 }
 
 // serverTime reads Valkey's TIME in milliseconds, straight from the server.
