@@ -31,6 +31,7 @@ const RUNNER_ID = `runner_interop_${randomBytes(4).toString("hex")}`;
 const WORK = fileURLToPath(new URL(`../.run/${RELAY}/`, import.meta.url));
 
 const state = {};
+const runStarted = Date.now();
 
 before(async () => {
   await rm(WORK, { recursive: true, force: true });
@@ -44,16 +45,20 @@ before(async () => {
     consents: [{ owner: OWNER, siteId: SITE_ID }],
     devices: [],
   };
+  const launchStarted = Date.now();
   state.relay = await launcherNamed(RELAY)({ fixture, workDir: WORK });
+  console.log(`${RELAY}: launched in ${Date.now() - launchStarted} ms`);
   state.daemon = new Daemon(join(WORK, "daemon-home"));
   await state.daemon.configure(state.model.baseUrl);
-}, { timeout: 30_000 });
+  // A launcher may build relayd first (when INTEROP_RELAYD_BIN is unset).
+}, { timeout: 180_000 });
 
 after(async () => {
   // Everything we started goes, whatever happened above.
   await state.relay?.stop().catch(() => undefined);
   await stopAll();
   await state.model?.close();
+  console.log(`${RELAY}: the whole run took ${((Date.now() - runStarted) / 1000).toFixed(1)} s of wall time`);
 }, { timeout: 20_000 });
 
 // Print a child's log tail when a step fails, so CI output says why.
