@@ -13,8 +13,20 @@
 // Approval is relayd's own operator command in both (decision D3), never a
 // shortcut: lib/relayd.mjs approveWithCommand.
 import { randomBytes } from "node:crypto";
+import { join } from "node:path";
 import { relaydBinary, writeFixture, startRelayd, approveWithCommand } from "../lib/relayd.mjs";
 import { startValkey } from "../lib/valkey.mjs";
+import { startTraceProxy } from "../lib/trace.mjs";
+
+// The URL the clients use for a replica: its public listener, or with
+// INTEROP_TRACE=1 a logging proxy in front of it (<workDir>/<name>-trace.log).
+// The audit always goes to the listener itself.
+async function clientUrl(relay, name, workDir, stoppers) {
+  if (process.env.INTEROP_TRACE !== "1") return relay.public;
+  const proxy = await startTraceProxy(relay.public, join(workDir, `${name}-trace.log`));
+  stoppers.push(proxy.close);
+  return proxy.url;
+}
 
 // Stop what was started, last first, whatever fails along the way.
 async function stopAll(stoppers) {
@@ -39,10 +51,11 @@ export function launch({ fixture, workDir }) {
     const fixturePath = await writeFixture(workDir, fixture);
     const relay = await startRelayd({ name: "relayd", binary, fixturePath, workDir, extraArgs: ["--store", "memory"] });
     stoppers.push(relay.stop);
+    const url = await clientUrl(relay, "relayd", workDir, stoppers);
     return {
       name: "relayd",
-      daemonUrl: relay.public,
-      siteUrl: relay.public,
+      daemonUrl: url,
+      siteUrl: url,
       auditUrls: [relay.public],
       logs: ["relayd", "relayd-approve"],
       approve: ({ userCode, owner, runnerId }) =>
@@ -70,8 +83,8 @@ export function launchValkey3({ fixture, workDir }) {
     const { a, b, c } = replicas;
     return {
       name: "relayd-valkey-3",
-      siteUrl: a.public,
-      daemonUrl: b.public,
+      siteUrl: await clientUrl(a, "relayd-a", workDir, stoppers),
+      daemonUrl: await clientUrl(b, "relayd-b", workDir, stoppers),
       // C first, the audit's replica; A and B too, since each replica is a
       // deployment's public face behind a load balancer.
       auditUrls: [c.public, a.public, b.public],
