@@ -6,7 +6,7 @@ import { createServer } from "node:http";
 import { createWriteStream } from "node:fs";
 
 // Keys whose values the trace shows by size only.
-const SEALED = new Set(["envelope", "ciphertext", "nonce", "payload", "encryptionSig", "signature"]);
+const SEALED = new Set(["envelope", "ciphertext", "nonce", "payload", "encryptionSig", "signature", "deviceCode"]);
 const clip = (text) => (text.length > 600 ? `${text.slice(0, 600)}…` : text);
 
 // The body with every sealed field shown as its size only.
