@@ -1,6 +1,8 @@
 // The relayd launchers. Each returns the shape control.mjs returns:
 //   { name, daemonUrl, siteUrl, auditUrls, logs,
-//     approve({userCode, owner, runnerId}) -> {device}, stop() }
+//     approve({userCode, owner, runnerId}) -> {device},
+//     pendingOn(userCode) -> names of the listeners still showing the code,
+//     stop() }
 //
 // - `relayd`: one relayd on the memory store.
 // - `relayd-valkey-3`: one Valkey and three replicas sharing one key prefix.
@@ -14,7 +16,7 @@
 // shortcut: lib/relayd.mjs approveWithCommand.
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { relaydBinary, writeFixture, startRelayd, approveWithCommand } from "../lib/relayd.mjs";
+import { relaydBinary, writeFixture, startRelayd, approveWithCommand, isPending } from "../lib/relayd.mjs";
 import { startValkey } from "../lib/valkey.mjs";
 import { startTraceProxy } from "../lib/trace.mjs";
 
@@ -60,6 +62,7 @@ export function launch({ fixture, workDir }) {
       logs: ["relayd", "relayd-approve"],
       approve: ({ userCode, owner, runnerId }) =>
         approveWithCommand({ binary, admin: relay.admin, fixturePath, workDir, userCode, owner, runnerId }),
+      pendingOn: async (userCode) => ((await isPending(relay.admin, userCode)) ? ["relayd"] : []),
       stop: () => stopAll(stoppers),
     };
   });
@@ -91,6 +94,15 @@ export function launchValkey3({ fixture, workDir }) {
       logs: ["relayd-a", "relayd-b", "relayd-c", "relayd-approve", "valkey"],
       approve: ({ userCode, owner, runnerId }) =>
         approveWithCommand({ binary, admin: c.admin, fixturePath, workDir, userCode, owner, runnerId }),
+      // Every replica answers from the one store: once B's poll spent the
+      // code, none of them may still show it.
+      pendingOn: async (userCode) => {
+        const shown = [];
+        for (const [letter, replica] of Object.entries(replicas)) {
+          if (await isPending(replica.admin, userCode)) shown.push(`relayd-${letter}`);
+        }
+        return shown;
+      },
       stop: () => stopAll(stoppers),
     };
   });

@@ -100,6 +100,18 @@ function servingLine(out) {
 }
 
 /**
+ * Whether the admin listener at `admin` still shows `userCode` as pending:
+ * true on 200, false on 404, and an error on anything else.
+ */
+export async function isPending(admin, userCode) {
+  const response = await fetch(`${admin}/pairings/${encodeURIComponent(userCode)}`);
+  await response.arrayBuffer();
+  if (response.status === 200) return true;
+  if (response.status === 404) return false;
+  throw new Error(`GET ${admin}/pairings/${userCode} answered ${response.status}`);
+}
+
+/**
  * The operator's approval, as relayd's README tells an operator to do it:
  * look the user code up on an admin listener (that shows the device whose
  * fingerprint the daemon printed), then run

@@ -86,7 +86,7 @@ test("the clients under test are the published, pinned packages", async () => {
 
 test(`${RELAY}: byollm connect pairs through the device-code flow`, { timeout: 60_000 }, () =>
   withLogs(async () => {
-    const { fingerprint, approved } = await state.daemon.connect(state.relay.daemonUrl, {
+    const { userCode, fingerprint, approved } = await state.daemon.connect(state.relay.daemonUrl, {
       logDir: WORK,
       approve: (userCode) => state.relay.approve({ userCode, owner: OWNER, runnerId: RUNNER_ID }),
     });
@@ -95,6 +95,9 @@ test(`${RELAY}: byollm connect pairs through the device-code flow`, { timeout: 6
     assert.ok(fingerprint, "the CLI printed the device fingerprint");
     assert.equal(keyId(approved.device.identity), fingerprint, "the approved device is the one on screen");
     assert.equal(approved.device.identity, await state.daemon.identityPublic(), "the approved identity is the daemon's own key");
+    // The code is single-use: the poll that answered approved spent it, and
+    // no listener (on relayd-valkey-3, no replica) still shows it.
+    assert.deepEqual(await state.relay.pendingOn(userCode), [], `user code ${userCode} is spent once the daemon paired`);
 
     // The daemon stored what the approval said: our runner id, our owner,
     // and the site key it will pin (the SDK signs and seals with it).
