@@ -62,10 +62,29 @@ bench:
 ## interop-control: the published byollm npm clients (pinned in
 ## interop/package-lock.json) against the reference relay, the suite's control;
 ## interop/README.md says what it checks and how relayd joins it
-.PHONY: interop-control
-interop-control:
-	cd interop && npm ci --no-audit --no-fund
+.PHONY: interop-control interop interop-deps
+interop-control: interop-deps
 	cd interop && INTEROP_RELAY=control timeout 240 node --test --test-concurrency=1 test/
+
+## interop: the same suite against the control, relayd on the memory store, and
+## three relayd replicas on one Valkey; relayd is built once for both. It never
+## skips: a missing node, npm or redis-server, or a failed build, fails it.
+## Every run goes even when one fails, so CI shows all three.
+INTEROP_RELAYS  := control relayd relayd-valkey-3
+INTEROP_RELAYD  := $(CURDIR)/interop/.run/bin/relayd
+interop: interop-deps
+	@command -v valkey-server >/dev/null || command -v redis-server >/dev/null || \
+	  { echo "interop: neither valkey-server nor redis-server is on PATH"; exit 1; }
+	$(GO) build -o $(INTEROP_RELAYD) ./cmd/relayd
+	@status=0; for relay in $(INTEROP_RELAYS); do \
+	  echo "== interop: $$relay"; started=$$(date +%s); \
+	  (cd interop && INTEROP_RELAY=$$relay INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) timeout 180 node --test --test-concurrency=1 test/) || status=1; \
+	  echo "== interop: $$relay took $$(( $$(date +%s) - started )) s"; \
+	done; exit $$status
+
+interop-deps:
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "interop: node and npm are required"; exit 1; }
+	cd interop && npm ci --no-audit --no-fund
 
 clean:
 	rm -rf $(BIN)

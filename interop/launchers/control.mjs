@@ -47,6 +47,13 @@ export async function launch({ fixture, workDir }) {
       if (response.status !== 200) throw new Error(`approve answered ${response.status}: ${await response.text()}`);
       return { device }; // what the operator saw, for the fingerprint check
     },
+    /** Which listeners still show the code as pending (the reference drops it once polled approved). */
+    async pendingOn(userCode) {
+      const shown = await fetch(`${admin}/pairings/${encodeURIComponent(userCode)}`);
+      await shown.arrayBuffer();
+      if (shown.status !== 200 && shown.status !== 404) throw new Error(`pairing lookup answered ${shown.status}`);
+      return shown.status === 200 ? ["control"] : [];
+    },
     stop: () => stop(proc),
   };
 }

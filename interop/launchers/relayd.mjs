@@ -1,46 +1,109 @@
-// The `relayd` launchers: TODO, for the engineers teaching relayd protocol
-// "2" (issue 11). Each must return the same shape as control.mjs:
+// The relayd launchers. Each returns the shape control.mjs returns:
 //   { name, daemonUrl, siteUrl, auditUrls, logs,
-//     approve({userCode, owner, runnerId}) -> {device}, stop() }
-// `approve` returns the public identity it approved ({identity, encryption,
-// encryptionSig}, as the admin listener showed it); the suite checks that its
-// key id is the fingerprint `byollm connect` printed.
+//     approve({userCode, owner, runnerId}) -> {device},
+//     pendingOn(userCode) -> names of the listeners still showing the code,
+//     stop() }
 //
-// TODO(relayd-memory): build ./cmd/relayd once (`go build -o <workDir>/relayd
-//   ./cmd/relayd` from the repo root), write `fixture` to <workDir>, start it
-//   with the memory store, `--protocols 0,2` (or the chosen flag),
-//   `--verification-url <any http URL>` (without it `pair start` is 501 and
-//   `byollm connect` fails), `--listen 127.0.0.1:<free>` and
-//   `--admin-listen 127.0.0.1:<free>`, then wait for /readyz.
-//   daemonUrl = siteUrl = the public listener; auditUrls = [it].
+// - `relayd`: one relayd on the memory store.
+// - `relayd-valkey-3`: one Valkey and three replicas sharing one key prefix.
+//   The site talks to replica A, the daemon to replica B, and the approval
+//   and the audit go through replica C. So the pending code the daemon's
+//   `start` put in the store on B must be found from C, the approval C's
+//   operator writes must reach B's poll, and jobs the site enqueues on A must
+//   be claimed, sealed and answered across replicas.
 //
-// TODO(relayd-valkey-3): start one redis-server/valkey-server on a free
-//   loopback port (as `make bench` does), then three relayd replicas on it,
-//   all reading the same fixture file. daemonUrl = replica 1, siteUrl =
-//   replica 2, auditUrls = all three. This is the test that pending pairing
-//   codes and jobs really live in the store: the daemon's `start` and `poll`
-//   and its claims hit replica 1 while the site enqueues, seals and reads
-//   results on replica 2; the approve hook resolves the user code through
-//   replica 3's admin listener, so a code minted on replica 1 must be found
-//   in the store.
-//
-// TODO(approve hook) — the one relayd-specific step. The reference relay has
-//   no approval route (spec §5.6, decision D3); relayd ships an operator
-//   command. Replace the body of `approve` with that command, e.g.
-//     relayd pairing approve --admin http://127.0.0.1:<admin> \
-//       --fixture <workDir>/fixture.json --user-code <code> \
-//       --owner <owner> --runner-id <runnerId>
-//   It must resolve the user code on the admin listener, write the device
-//   into the fixture with an atomic rename, and every replica's next poll
-//   must answer `approved`. relayd already watches its fixture (and re-reads
-//   it every --fixture-poll, 5 s by default); the suite gives the daemon 25 s
-//   after the approve hook returns to print "paired as".
+// Approval is relayd's own operator command in both (decision D3), never a
+// shortcut: lib/relayd.mjs approveWithCommand.
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { relaydBinary, writeFixture, startRelayd, approveWithCommand, isPending } from "../lib/relayd.mjs";
+import { startValkey } from "../lib/valkey.mjs";
+import { startTraceProxy } from "../lib/trace.mjs";
 
-export async function launch() {
-  throw new Error(
-    "relayd launcher not implemented yet: relayd does not speak protocol \"2\". " +
-      "See interop/launchers/relayd.mjs for what it must do.",
-  );
+// The URL the clients use for a replica: its public listener, or with
+// INTEROP_TRACE=1 a logging proxy in front of it (<workDir>/<name>-trace.log).
+// The audit always goes to the listener itself.
+async function clientUrl(relay, name, workDir, stoppers) {
+  if (process.env.INTEROP_TRACE !== "1") return relay.public;
+  const proxy = await startTraceProxy(relay.public, join(workDir, `${name}-trace.log`));
+  stoppers.push(proxy.close);
+  return proxy.url;
 }
 
-export const launchValkey3 = launch;
+// Stop what was started, last first, whatever fails along the way.
+async function stopAll(stoppers) {
+  for (const stopOne of [...stoppers].reverse()) await stopOne().catch(() => undefined);
+}
+
+// Run `body` with a list to push stoppers on; if it throws, stop them before
+// rethrowing, so a half-started launcher leaves nothing running.
+async function startedOrStopped(body) {
+  const stoppers = [];
+  try {
+    return await body(stoppers);
+  } catch (error) {
+    await stopAll(stoppers);
+    throw error;
+  }
+}
+
+export function launch({ fixture, workDir }) {
+  return startedOrStopped(async (stoppers) => {
+    const binary = await relaydBinary(workDir);
+    const fixturePath = await writeFixture(workDir, fixture);
+    const relay = await startRelayd({ name: "relayd", binary, fixturePath, workDir, extraArgs: ["--store", "memory"] });
+    stoppers.push(relay.stop);
+    const url = await clientUrl(relay, "relayd", workDir, stoppers);
+    return {
+      name: "relayd",
+      daemonUrl: url,
+      siteUrl: url,
+      auditUrls: [relay.public],
+      logs: ["relayd", "relayd-approve"],
+      approve: ({ userCode, owner, runnerId }) =>
+        approveWithCommand({ binary, admin: relay.admin, fixturePath, workDir, userCode, owner, runnerId }),
+      pendingOn: async (userCode) => ((await isPending(relay.admin, userCode)) ? ["relayd"] : []),
+      stop: () => stopAll(stoppers),
+    };
+  });
+}
+
+export function launchValkey3({ fixture, workDir }) {
+  return startedOrStopped(async (stoppers) => {
+    const binary = await relaydBinary(workDir);
+    const fixturePath = await writeFixture(workDir, fixture);
+    const valkey = await startValkey(workDir);
+    stoppers.push(valkey.stop);
+    // One prefix for the three, fresh per run: they share every key.
+    const prefix = `relayd-interop:{${randomBytes(4).toString("hex")}}:`;
+    const storeArgs = ["--store", "valkey", "--valkey-addr", valkey.addr, "--valkey-prefix", prefix];
+    const replicas = {};
+    for (const letter of ["a", "b", "c"]) {
+      const replica = await startRelayd({ name: `relayd-${letter}`, binary, fixturePath, workDir, extraArgs: storeArgs });
+      stoppers.push(replica.stop);
+      replicas[letter] = replica;
+    }
+    const { a, b, c } = replicas;
+    return {
+      name: "relayd-valkey-3",
+      siteUrl: await clientUrl(a, "relayd-a", workDir, stoppers),
+      daemonUrl: await clientUrl(b, "relayd-b", workDir, stoppers),
+      // C first, the audit's replica; A and B too, since each replica is a
+      // deployment's public face behind a load balancer.
+      auditUrls: [c.public, a.public, b.public],
+      logs: ["relayd-a", "relayd-b", "relayd-c", "relayd-approve", "valkey"],
+      approve: ({ userCode, owner, runnerId }) =>
+        approveWithCommand({ binary, admin: c.admin, fixturePath, workDir, userCode, owner, runnerId }),
+      // Every replica answers from the one store: once B's poll spent the
+      // code, none of them may still show it.
+      pendingOn: async (userCode) => {
+        const shown = [];
+        for (const [letter, replica] of Object.entries(replicas)) {
+          if (await isPending(replica.admin, userCode)) shown.push(`relayd-${letter}`);
+        }
+        return shown;
+      },
+      stop: () => stopAll(stoppers),
+    };
+  });
+}

@@ -31,6 +31,7 @@ const RUNNER_ID = `runner_interop_${randomBytes(4).toString("hex")}`;
 const WORK = fileURLToPath(new URL(`../.run/${RELAY}/`, import.meta.url));
 
 const state = {};
+const runStarted = Date.now();
 
 before(async () => {
   await rm(WORK, { recursive: true, force: true });
@@ -44,16 +45,20 @@ before(async () => {
     consents: [{ owner: OWNER, siteId: SITE_ID }],
     devices: [],
   };
+  const launchStarted = Date.now();
   state.relay = await launcherNamed(RELAY)({ fixture, workDir: WORK });
+  console.log(`${RELAY}: launched in ${Date.now() - launchStarted} ms`);
   state.daemon = new Daemon(join(WORK, "daemon-home"));
   await state.daemon.configure(state.model.baseUrl);
-}, { timeout: 30_000 });
+  // A launcher may build relayd first (when INTEROP_RELAYD_BIN is unset).
+}, { timeout: 180_000 });
 
 after(async () => {
   // Everything we started goes, whatever happened above.
   await state.relay?.stop().catch(() => undefined);
   await stopAll();
   await state.model?.close();
+  console.log(`${RELAY}: the whole run took ${((Date.now() - runStarted) / 1000).toFixed(1)} s of wall time`);
 }, { timeout: 20_000 });
 
 // Print a child's log tail when a step fails, so CI output says why.
@@ -81,7 +86,7 @@ test("the clients under test are the published, pinned packages", async () => {
 
 test(`${RELAY}: byollm connect pairs through the device-code flow`, { timeout: 60_000 }, () =>
   withLogs(async () => {
-    const { fingerprint, approved } = await state.daemon.connect(state.relay.daemonUrl, {
+    const { userCode, fingerprint, approved } = await state.daemon.connect(state.relay.daemonUrl, {
       logDir: WORK,
       approve: (userCode) => state.relay.approve({ userCode, owner: OWNER, runnerId: RUNNER_ID }),
     });
@@ -90,6 +95,9 @@ test(`${RELAY}: byollm connect pairs through the device-code flow`, { timeout: 6
     assert.ok(fingerprint, "the CLI printed the device fingerprint");
     assert.equal(keyId(approved.device.identity), fingerprint, "the approved device is the one on screen");
     assert.equal(approved.device.identity, await state.daemon.identityPublic(), "the approved identity is the daemon's own key");
+    // The code is single-use: the poll that answered approved spent it, and
+    // no listener (on relayd-valkey-3, no replica) still shows it.
+    assert.deepEqual(await state.relay.pendingOn(userCode), [], `user code ${userCode} is spent once the daemon paired`);
 
     // The daemon stored what the approval said: our runner id, our owner,
     // and the site key it will pin (the SDK signs and seals with it).
