@@ -21,11 +21,13 @@ import (
 // rather than timing out, and never outlives the requests it vouches for.
 const readinessShare = 2
 
-// withCallDeadlines puts every call the relay makes on st and on b's
-// limiters under timeout (see withDeadlines), returning both wrapped.
+// withCallDeadlines puts every call the relay makes on st, on b's
+// limiters and on its pending device codes under timeout (see
+// withDeadlines), returning them wrapped.
 func withCallDeadlines(st store.RoutingStore, b backend.Backend, timeout time.Duration) (store.RoutingStore, backend.Backend) {
 	b.RateLimit = limiterWithDeadline(b.RateLimit, timeout)
 	b.SiteRateLimit = limiterWithDeadline(b.SiteRateLimit, timeout)
+	b.Pairings = pairingsWithDeadline(b.Pairings, timeout)
 	return withDeadlines(st, timeout), b
 }
 
@@ -221,8 +223,7 @@ func (l boundedLimiter) Allow(ctx context.Context, key string) (ratelimit.Decisi
 }
 
 // pairingsWithDeadline gives every call on p the store timeout, as
-// withDeadlines does for the routing store; nil (no device-code pairing)
-// stays nil.
+// withDeadlines does for the routing store; nil stays nil.
 func pairingsWithDeadline(p store.Pairings, timeout time.Duration) store.Pairings {
 	if p == nil {
 		return nil
