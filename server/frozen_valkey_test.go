@@ -28,7 +28,8 @@ func TestD1_AFrozenValkeyIsA503WithRetryAfterAndRecoversWithoutARestart(t *testi
 	if !srv.CanRestart() {
 		t.Skip("the server did not come from a binary this test can freeze")
 	}
-	r := startWith(t, []string{"--store", "valkey", "--valkey-addr", srv.Addr, "--valkey-prefix", valkeytest.Prefix(t)})
+	r := startWith(t, []string{"--store", "valkey", "--valkey-addr", srv.Addr, "--valkey-prefix", valkeytest.Prefix(t),
+		"--verification-url", "https://pair.example/device"})
 	d, site := demoDaemon(t, r), demoSite(t, r)
 	_, err := d.Claim(t.Context(), []string{protocol.KindGenerate}, 1)
 	require.NoError(t, err, "a claim works before the freeze")
@@ -44,6 +45,7 @@ func TestD1_AFrozenValkeyIsA503WithRetryAfterAndRecoversWithoutARestart(t *testi
 	}{
 		{"claim", func() (peer.RawResponse, error) { return d.Do(ctx, "claim", claimRequest(t, d)) }},
 		{"site pending", func() (peer.RawResponse, error) { return site.Do(ctx, http.MethodGet, "pending", nil) }},
+		{"protocol 2 pair start", func() (peer.RawResponse, error) { return d.Do(ctx, "pair", pairStartRequest(t)) }},
 	}
 	for _, c := range calls {
 		start := time.Now()
@@ -93,6 +95,22 @@ func demoSite(t *testing.T, r *running) *peer.Site {
 	s, err := peer.NewSite(peer.Config{BaseURLs: []string{r.public}}, keys.Site.Keys, keys.Site.SiteID)
 	require.NoError(t, err)
 	return s
+}
+
+// pairStartRequest is the body of a protocol "2" device-code start, which
+// stores a pending code: a call on the pending device codes, not on the
+// routing store.
+func pairStartRequest(t *testing.T) []byte {
+	t.Helper()
+	keys, err := peer.GenerateKeys()
+	require.NoError(t, err)
+	body, err := json.Marshal(map[string]any{
+		"protocolVersion": "2", "action": "start",
+		"daemon": map[string]any{"version": "0.1.1", "label": "laptop", "platform": "linux"},
+		"device": keys.Public(), "capabilities": []any{},
+	})
+	require.NoError(t, err)
+	return body
 }
 
 // claimRequest is the body of a one-job claim by d.
