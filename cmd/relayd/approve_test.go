@@ -16,11 +16,8 @@ import (
 	"github.com/byollm/relayd/internal/fleet"
 	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/valkeytest"
-	"github.com/byollm/relayd/pairing"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
-	"github.com/byollm/relayd/store"
-	"github.com/byollm/relayd/store/backend"
 )
 
 // approveFixture writes a fixture in which alice consents to site_a, and
@@ -54,29 +51,21 @@ func approve(t *testing.T, args ...string) (exit int, stdout, stderr string) {
 	return 0, out.String(), errOut.String()
 }
 
-// TestD3_ApproveAPendingCodeOnAnotherReplica: two relayd processes share
-// one Valkey. A code pending in the store (put there as a start on any
-// replica puts it) is looked up through replica 1's admin listener by the
-// approve command, which writes the device into the fixture; then both
-// replicas know the device, without a restart.
-func TestD3_ApproveAPendingCodeOnAnotherReplica(t *testing.T) {
+// TestD3_ApprovalReachesEveryReplicaAndBothProtocols: two relayd processes
+// share one Valkey. A daemon starts a device-code pairing on replica 0; the
+// approve command, asking replica 1's admin listener, writes the device
+// into the fixture; then both replicas know the device without a restart,
+// on the protocol "0" fixture exchange too.
+func TestD3_ApprovalReachesEveryReplicaAndBothProtocols(t *testing.T) {
 	srv := valkeytest.Start(t)
-	prefix := valkeytest.Prefix(t)
 	path := approveFixture(t)
 	f := fleet.StartForTest(t, fleet.Options{
-		Fixture: path, SiteID: "site_a", Replicas: 2, Valkey: fleet.Valkey{Addrs: srv.Addrs, Prefix: prefix},
-		Args: []string{"--fixture-poll", "100ms"},
+		Fixture: path, SiteID: "site_a", Replicas: 2, Valkey: fleet.Valkey{Addrs: srv.Addrs, Prefix: valkeytest.Prefix(t)},
+		Args: []string{"--protocols", "0,2", "--verification-url", "https://example.test/activate", "--fixture-poll", "100ms"},
 	})
 	keys, err := peer.GenerateKeys()
 	require.NoError(t, err)
-	b, err := backend.Open(t.Context(), backend.Options{Kind: backend.Valkey, Valkey: backend.ValkeyOptions{Addrs: srv.Addrs, Prefix: prefix}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Store.Close() })
-	_, err = b.Pairings.StartPairing(t.Context(), store.StartPairingInput{
-		Pending: store.PendingPairing{DeviceCode: "device-code-0123456789abcdefghijklmnopqrstu", UserCode: "ABCD-EF12", Device: keys.Public(), Label: "laptop", Platform: "linux"},
-		TTLMs:   pairing.CodeTTL.Milliseconds(), Capacity: pairing.DefaultCapacity,
-	})
-	require.NoError(t, err)
+	start := startPairing(t, f.Replica(0).PublicURL(), keys.Public())
 
 	daemons := make([]*peer.Daemon, f.Len())
 	for i, r := range f.Replicas() {
@@ -86,7 +75,7 @@ func TestD3_ApproveAPendingCodeOnAnotherReplica(t *testing.T) {
 		require.ErrorContains(t, err, protocol.MsgDeviceNotApproved, "replica %d before the approval", i)
 	}
 
-	exit, stdout, stderr := approve(t, "--admin", f.Replica(1).AdminURL(), "--fixture", path, "--owner", "alice", "abcd-ef12")
+	exit, stdout, stderr := approve(t, "--admin", f.Replica(1).AdminURL(), "--fixture", path, "--owner", "alice", strings.ToLower(start.UserCode))
 	require.Equal(t, 0, exit, stderr)
 	var res struct{ RunnerID, Owner, KeyID string }
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
