@@ -58,7 +58,7 @@ func memoryStore(t *testing.T) (store.RoutingStore, func(time.Duration)) {
 // shared server, with its clock pinned so that tests move it explicitly.
 func valkeyStore(t *testing.T) (store.RoutingStore, func(time.Duration)) {
 	srv := valkeytest.Shared(t)
-	s, err := valkey.NewFromClient(srv.Client(t), valkeytest.Prefix(t))
+	s, err := valkey.NewFromClientForTest(srv.Client(t), valkeytest.Prefix(t))
 	require.NoError(t, err)
 	require.NoError(t, s.Ping(t.Context()))
 	require.NoError(t, s.PinClockForTest(t.Context()))

@@ -185,7 +185,7 @@ func TestG26_ReplicasOnOneValkeyLimitACallerTogether(t *testing.T) {
 	b := setup(t, valkeyStore, opts)
 	vs := b.store.(*valkey.Store)
 	// The second replica has its own connection, as another process would.
-	other, err := valkey.NewFromClient(valkeytest.Shared(t).Client(t), vs.Prefix())
+	other, err := valkey.NewFromClientForTest(valkeytest.Shared(t).Client(t), vs.Prefix())
 	require.NoError(t, err)
 	second := b.replica(t, other)
 

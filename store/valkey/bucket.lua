@@ -1,7 +1,8 @@
 -- bucket: take one token from a caller's bucket, or say how long to wait.
 -- KEYS[1]: the bucket, holding the instant (microseconds) it is full again.
--- KEYS[2]: the store's test clock lever (see lua/common.lua); absent
---          in production, where the clock is TIME alone.
+-- KEYS[2]: the test clock lever (see testclock.lua), passed only by a
+--          store opened for tests; production passes no KEYS[2], and the
+--          clock is TIME alone.
 -- ARGV[1]: microseconds between two tokens; ARGV[2]: tokens when full.
 -- Reply: {1, 0} when a token was taken, {0, microseconds to wait} when not.
 --
@@ -11,7 +12,7 @@
 -- which is the same as not existing, so idle callers cost nothing.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local lever = redis.call('GET', KEYS[2])
+local lever = KEYS[2] and redis.call('GET', KEYS[2])
 if lever then
   if string.sub(lever, 1, 1) == '@' then
     local pinned = tonumber(string.sub(lever, 2))

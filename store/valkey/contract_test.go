@@ -57,7 +57,7 @@ func harness(t *testing.T, client valkey.Client) storetest.Harness {
 
 func newTestStore(t testing.TB, client valkey.Client) *Store {
 	t.Helper()
-	s, err := NewFromClient(client, valkeytest.Prefix(t))
+	s, err := NewFromClientForTest(client, valkeytest.Prefix(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,12 +17,14 @@ var bucketScript string
 
 // Limiter is a ratelimit.Limiter keeping its buckets in the store's
 // Valkey, under the store's key prefix, and deciding each request in one
-// script on Valkey's TIME and the store's clock lever. Replicas sharing
+// script on Valkey's TIME (moved by the test clock lever only on a store
+// opened for tests). Replicas sharing
 // the server and prefix share every bucket. It is safe for concurrent use.
 type Limiter struct {
-	client   valkey.Client
-	rate     ratelimit.Rate
-	prefix   string
+	client valkey.Client
+	rate   ratelimit.Rate
+	prefix string
+	// clockKey is the test clock lever, '' on a production store.
 	clockKey string
 	script   *valkey.Lua
 }
@@ -39,13 +41,16 @@ func (s *Store) Limiter(rate ratelimit.Rate) (ratelimit.Limiter, error) {
 	if !rate.Enabled() {
 		return nil, ratelimit.ErrDisabled
 	}
-	return &Limiter{
+	l := &Limiter{
 		client: s.client, rate: rate, prefix: s.prefix,
-		clockKey: ClockKey(s.prefix),
 		// Not retryable: a retry after a lost reply would take a second
 		// token, where a refusal to the caller costs it one retry.
 		script: valkey.NewLuaScript(bucketScript),
-	}, nil
+	}
+	if s.testClock {
+		l.clockKey = ClockKey(s.prefix)
+	}
+	return l, nil
 }
 
 // BucketKey is the Valkey key of the bucket of a caller key under prefix.
@@ -56,7 +61,10 @@ func (l *Limiter) Allow(ctx context.Context, key string) (ratelimit.Decision, er
 	if key == "" {
 		return ratelimit.Decision{}, ratelimit.ErrEmptyKey
 	}
-	keys := []string{BucketKey(l.prefix, key), l.clockKey}
+	keys := []string{BucketKey(l.prefix, key)}
+	if l.clockKey != "" {
+		keys = append(keys, l.clockKey)
+	}
 	args := []string{strconv.FormatInt(l.rate.Every.Microseconds(), 10), strconv.Itoa(l.rate.Burst)}
 	reply, err := l.script.Exec(ctx, l.client, keys, args).AsIntSlice()
 	if err != nil {

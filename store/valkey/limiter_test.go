@@ -16,7 +16,7 @@ import (
 // limiterOn builds a limiter of rate on a store under prefix on client.
 func limiterOn(t *testing.T, client vk.Client, prefix string, rate ratelimit.Rate) (*valkey.Store, ratelimit.Limiter) {
 	t.Helper()
-	st, err := valkey.NewFromClient(client, prefix)
+	st, err := valkey.NewFromClientForTest(client, prefix)
 	require.NoError(t, err)
 	l, err := st.Limiter(rate)
 	require.NoError(t, err)

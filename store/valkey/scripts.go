@@ -105,8 +105,22 @@ func keySuffix(name string) string {
 	return name
 }
 
-// loadScripts builds every operation's script.
+// declaredKeys are the keys of scriptKeys a store's scripts receive: the
+// test clock lever K.clock only when the store was opened for tests, so a
+// production script cannot even name it.
+func declaredKeys(testClock bool) []string {
+	return slices.DeleteFunc(scriptKeys(), func(k string) bool { return k == "clock" && !testClock })
+}
+
+// loadScripts builds every operation's script as production runs it: the
+// store clock is Valkey TIME alone.
 func loadScripts() (map[store.Op]*script, error) {
+	return buildScripts(false)
+}
+
+// buildScripts builds every operation's script; testClock swaps in the
+// clock_now of testclock.lua, which obeys the test clock lever.
+func buildScripts(testClock bool) (map[store.Op]*script, error) {
 	schema, err := schemaLua()
 	if err != nil {
 		return nil, fmt.Errorf("valkey store: schema: %w", err)
@@ -116,9 +130,13 @@ func loadScripts() (map[store.Op]*script, error) {
 		return nil, fmt.Errorf("valkey store: reading shared helpers: %w", err)
 	}
 	defs := append(splitHelpers(schema), splitHelpers(string(common))...)
+	if testClock {
+		defs = withTestClock(defs)
+	}
+	keys := declaredKeys(testClock)
 	out := map[store.Op]*script{}
 	for _, op := range scripted() {
-		sc, err := loadScript(op, defs)
+		sc, err := loadScript(op, defs, keys)
 		if err != nil {
 			return nil, err
 		}
@@ -128,8 +146,8 @@ func loadScripts() (map[store.Op]*script, error) {
 }
 
 // loadScript builds one operation's script from its file and the shared
-// definitions defs.
-func loadScript(op store.Op, defs []helper) (*script, error) {
+// definitions defs, binding keys (declaredKeys) in order.
+func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	body, err := luaFiles.ReadFile("lua/" + string(op) + ".lua")
 	if err != nil || op == "common" {
 		return nil, fmt.Errorf("valkey store: no script for operation %q", op)
@@ -137,7 +155,6 @@ func loadScript(op store.Op, defs []helper) (*script, error) {
 	sc := &script{op: op, readOnly: isReadOnly(op), remembers: isRemembering(op)}
 	var b strings.Builder
 	b.WriteString("-- relayd script: " + string(op) + "\nlocal K = {\n")
-	keys := scriptKeys()
 	for i, k := range keys {
 		fmt.Fprintf(&b, "  %s = KEYS[%d],\n", k, i+1)
 	}

@@ -66,10 +66,10 @@ func TestScripts(t *testing.T) {
 			t.Errorf("common.lua uses K.%s, which no script is passed", m[1])
 		}
 	}
-	if _, err := loadScript("common", nil); err == nil {
+	if _, err := loadScript("common", nil, nil); err == nil {
 		t.Error("the shared helpers are not an operation")
 	}
-	if _, err := loadScript("nope", nil); err == nil {
+	if _, err := loadScript("nope", nil, nil); err == nil {
 		t.Error("unknown operation loaded")
 	}
 	// Every file but common.lua is an operation's script.

@@ -2,6 +2,8 @@ package valkey
 
 import (
 	"context"
+	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,13 +12,46 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
-// The scripts read Valkey TIME and then add the test clock lever kept at
-// ClockKey: "<n>" adds n milliseconds to TIME, "@<ms>" replaces it. Only
-// tests set it; production never does, and an absent key changes nothing.
+// The test clock lever exists only in a store opened with
+// NewFromClientForTest: its scripts are built with testclock.lua's
+// clock_now, which reads ClockKey ("<n>" adds n milliseconds to TIME,
+// "@<ms>" replaces it). A production store's scripts read TIME alone and
+// are not even given the key, so whoever can write it moves nothing.
+
+//go:embed testclock.lua
+var testClockLua string
+
+// errNoTestClock is what the test clock helpers answer on a production store.
+var errNoTestClock = errors.New("valkey store: this store has no test clock: open it with NewFromClientForTest")
+
+// withTestClock returns defs with clock_now replaced by the lever-reading
+// one of testclock.lua.
+func withTestClock(defs []helper) []helper {
+	lever := splitHelpers(testClockLua)
+	out := make([]helper, 0, len(defs))
+	for _, d := range defs {
+		if len(d.names) == 1 && d.names[0] == "clock_now" {
+			out = append(out, lever...)
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// NewFromClientForTest is NewFromClient for tests: the store's scripts (and
+// its Limiter) obey the test clock lever that PinClockForTest and
+// AdvanceClockForTest set. Production code never opens a store this way.
+func NewFromClientForTest(client valkey.Client, prefix string) (*Store, error) {
+	return newFromClient(client, prefix, true)
+}
 
 // PinClockForTest stops this store's clock at its current reading, so tests
 // can assert exact stamps. For tests only.
 func (s *Store) PinClockForTest(ctx context.Context) error {
+	if !s.testClock {
+		return errNoTestClock
+	}
 	now, err := s.Now(ctx)
 	if err != nil {
 		return err
@@ -27,6 +62,9 @@ func (s *Store) PinClockForTest(ctx context.Context) error {
 // AdvanceClockForTest moves this store's clock forward by d, pinned or not.
 // For tests only.
 func (s *Store) AdvanceClockForTest(ctx context.Context, d time.Duration) error {
+	if !s.testClock {
+		return errNoTestClock
+	}
 	key := ClockKey(s.prefix)
 	v, err := s.client.Do(ctx, s.client.B().Get().Key(key).Build()).ToString()
 	if err != nil && !valkey.IsValkeyNil(err) {

@@ -35,6 +35,9 @@ type Store struct {
 	keys    []string
 	scripts map[store.Op]*script
 	results resultsCache
+	// testClock is set on a store opened for tests: its scripts obey the
+	// test clock lever at ClockKey.
+	testClock bool
 
 	// onCall, when set (by tests), sees every script call before it runs.
 	onCall func(call)
@@ -54,24 +57,30 @@ type call struct {
 // Close does not close it. Call LoadScripts to load the scripts up front;
 // they are also loaded on first use.
 func NewFromClient(client valkey.Client, prefix string) (*Store, error) {
+	return newFromClient(client, prefix, false)
+}
+
+// newFromClient opens the store; testClock builds it with the test clock
+// lever (NewFromClientForTest).
+func newFromClient(client valkey.Client, prefix string, testClock bool) (*Store, error) {
 	if err := ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
-	scripts, err := loadScripts()
+	scripts, err := buildScripts(testClock)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: prefix, scripts: scripts}
-	for _, k := range scriptKeys() {
+	s := &Store{client: client, prefix: prefix, scripts: scripts, testClock: testClock}
+	for _, k := range declaredKeys(testClock) {
 		s.keys = append(s.keys, prefix+keySuffix(k))
 	}
 	return s, nil
 }
 
-// ClockKey is the key under prefix through which tests move the store
-// clock: a value "<n>" adds n milliseconds to TIME, a value "@<ms>" pins
-// the clock at ms. Production never sets it, and the store clock is then
-// Valkey's TIME.
+// ClockKey is the key under prefix through which tests move the clock of a
+// store opened with NewFromClientForTest: a value "<n>" adds n milliseconds
+// to TIME, a value "@<ms>" pins the clock at ms. A production store never
+// reads it: its clock is Valkey's TIME.
 func ClockKey(prefix string) string { return prefix + "clock" }
 
 // Prefix returns the store's key prefix.

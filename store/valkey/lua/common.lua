@@ -34,7 +34,8 @@
 --   K.byid      zset  lex, score 0: lenc(id) .. '|' .. seq16 .. key (every job)
 --   K.unsealed  hash  lenc(site) .. job owner -> proto-2 jobs awaiting a payload
 --   K.seq       string  the enqueue and pairing sequence
---   K.clock     string  test-only clock lever (see clock_now); production never writes it
+--   K.clock     string  the test clock lever, declared only in a store opened for tests
+--                     (testclock.lua); production scripts do not receive it
 --   K.presence  hash  runner id -> presence record (framed)
 --   K.paired    zset  runner id, score = sequence at first pairing
 --   K.req       string  (per call) the remembered answer of a stamping write
@@ -48,20 +49,12 @@
 -- chosen by its own data.
 
 -- clock_now reads the store clock: Valkey TIME in ms. Each script calls it
--- once, at the top, and derives every decision from it. Tests alone write
--- K.clock to move that clock: '<n>' adds n ms to TIME, '@<ms>' pins it.
--- Production never sets the key.
+-- once, at the top, and derives every decision from it. A store opened for
+-- tests is built with testclock.lua's clock_now instead, which obeys the
+-- test clock lever; production scripts have no such lever.
 local function clock_now()
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local lever = redis.call('GET', K.clock)
-  if lever then
-    if string.sub(lever, 1, 1) == '@' then
-      return tonumber(string.sub(lever, 2)) or now
-    end
-    return now + (tonumber(lever) or 0)
-  end
-  return now
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 -- ms formats an integer number of milliseconds without exponent notation.
