@@ -18,8 +18,9 @@ import (
 // helpers of common.lua it uses, then the operation itself, so every rule
 // is written once and every operation is one atomic call.
 //
-// Every script receives the keys of scriptKeys, in that order and under
-// the store's hash-tagged prefix; a script that remembers its answer (see
+// Every script receives the keys of scriptKeys (less the test clock lever
+// on a production store: declaredKeys), in that order and under the
+// store's hash-tagged prefix; a script that remembers its answer (see
 // remembers) receives one more key after them.
 
 //go:embed lua/*.lua

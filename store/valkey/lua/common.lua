@@ -564,6 +564,33 @@ local function unstick(key, now)
   end
 end
 
+-- drop_queue_entries removes the claim-queue entries of a job whose record
+-- raw this code cannot read, before the job is dropped: a refusal left
+-- behind would break a claim's reliance on every refusal standing for a
+-- queued job, and make it step over a job that runner never refused. The
+-- entries are found without decoding the record: any framed field ending
+-- in the job's sequence (from K.order) and key is its queue member, and
+-- each field is tried as a runner under it, which removes nothing unless
+-- that runner refused the job (or holds its re-offer). An unframed record
+-- names nothing; the claims that meet its entries repair what they can.
+local function drop_queue_entries(key, raw)
+  local seq = redis.call('ZSCORE', K.order, key)
+  local f = unframe(raw)
+  if not seq or not f then
+    return
+  end
+  local tail = seq16(seq) .. key
+  for _, qm in ipairs(f) do
+    if #qm > #tail and string.sub(qm, -#tail) == tail then
+      redis.call('ZREM', K.queue, qm)
+      for _, r in ipairs(f) do
+        redis.call('ZREM', K.refusals, lenc(r) .. qm)
+        redis.call('ZREM', K.sticky, lenc(r) .. qm)
+      end
+    end
+  end
+end
+
 -- sweep applies the deadlines due at now, taking at most batch entries from
 -- each deadline index, and returns the requeued, the expired and the
 -- lapsed job ids (bare), each in first-enqueue order.
@@ -606,6 +633,7 @@ local function sweep(now, batch)
       -- its other index entries are dropped so they cannot stall the sweep.
       local dl = tonumber(redis.call('ZSCORE', K.deadline, d.key))
       if dl and dl <= now then
+        drop_queue_entries(d.key, redis.call('HGET', K.job, d.key))
         drop(d.key, nil)
         expired[#expired + 1] = id
       else
@@ -744,25 +772,30 @@ end
 -- each_grant visits the (job id, lease id) pairs of ARGV from index first
 -- on, in order, each job of proto resolved as held does (site '' for lease
 -- first) and live at now: visit gets the id, then the key and the record
--- when runner holds the job under that lease, else nils. An unreadable
--- record stops the walk, and its reply is returned.
+-- when runner holds the job under that lease, else nils. Every pair is
+-- resolved, its record decoded (and its deadlines applied), before visit
+-- runs for any, so no write of the call comes before a record it has yet
+-- to read; a record this code cannot read counts as not held, and never
+-- fails the call halfway. A job named twice is visited with its one
+-- record, checked again each time.
 local function each_grant(now, proto, site, runner, first, visit)
+  local grants, by_key = {}, {}
   for i = first, #ARGV - 1, 2 do
     local id, lease = ARGV[i], ARGV[i + 1]
-    local key, rec, how = resolve(proto, site, id, runner, lease, now)
-    if how == 'unreadable' then
-      return unreadable(key)
-    end
-    if rec and holder_refusal(rec, runner, lease) then
-      rec = nil
-    end
+    local key, rec = resolve(proto, site, id, runner, lease, now)
     if rec then
-      visit(id, key, rec)
+      by_key[key] = by_key[key] or rec
+      rec = by_key[key]
+    end
+    grants[#grants + 1] = { id = id, lease = lease, key = key, rec = rec }
+  end
+  for _, g in ipairs(grants) do
+    if g.rec and not holder_refusal(g.rec, runner, g.lease) then
+      visit(g.id, g.key, g.rec)
     else
-      visit(id)
+      visit(g.id)
     end
   end
-  return nil
 end
 
 -- score_page reads a page of a score-ordered index. ARGV: exclusive lower

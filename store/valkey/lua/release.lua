@@ -3,14 +3,16 @@
 -- the store clock. Done jobs are skipped (relayd G10).
 -- ARGV: runner, reason, proto, site ('' resolves lease first), delay ms
 --       ('0' for none), then (job id, lease id) pairs.
--- Reply: {'ok', released ids in request order...}.
+-- Reply: {'ok', released ids in request order...}; a grant whose record
+-- this code cannot read is skipped, and nothing else of the call is held
+-- back by it.
 -- Re-run: a released job no longer carries the named grant, so it is
 -- skipped.
 local now = clock_now()
 local runner, reason, delay = ARGV[1], ARGV[2], tonumber(ARGV[5])
 
 local out = { 'ok' }
-local stop = each_grant(now, ARGV[3], ARGV[4], runner, 6, function(id, key, rec)
+each_grant(now, ARGV[3], ARGV[4], runner, 6, function(id, key, rec)
   if not rec or rec.state == STATE_DONE then
     return
   end
@@ -23,4 +25,4 @@ local stop = each_grant(now, ARGV[3], ARGV[4], runner, 6, function(id, key, rec)
   requeue(key, rec, now)
   out[#out + 1] = id
 end)
-return stop or out
+return out

@@ -2,7 +2,9 @@
 -- whatever the job's state. The sealing window is never extended.
 -- ARGV: runner, leaseMs, proto, site ('' resolves lease first), then
 --       (job id, lease id) pairs.
--- Reply: {'ok', framed [job id, 'renewed'|'lost', expiresAt|'']...}.
+-- Reply: {'ok', framed [job id, 'renewed'|'lost', expiresAt|'']...}; a
+-- grant whose record this code cannot read is lost, and nothing else of
+-- the call is held back by it.
 -- Re-run: the answer is remembered under the request id (K.req), so a
 -- re-run neither moves an expiry again nor changes its answer.
 local now = clock_now()
@@ -13,7 +15,7 @@ end
 
 local runner, lease_ms = ARGV[1], tonumber(ARGV[2])
 local out = {}
-local stop = each_grant(now, ARGV[3], ARGV[4], runner, 5, function(id, key, rec)
+each_grant(now, ARGV[3], ARGV[4], runner, 5, function(id, key, rec)
   if not rec then
     out[#out + 1] = id
     out[#out + 1] = 'lost'
@@ -29,4 +31,4 @@ local stop = each_grant(now, ARGV[3], ARGV[4], runner, 5, function(id, key, rec)
   out[#out + 1] = 'renewed'
   out[#out + 1] = rec.lexp
 end)
-return stop or { 'ok', remember(frame(out)) }
+return { 'ok', remember(frame(out)) }
