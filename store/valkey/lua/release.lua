@@ -4,8 +4,8 @@
 -- ARGV: runner, reason, proto, site ('' resolves lease first), delay ms
 --       ('0' for none), then (job id, lease id) pairs.
 -- Reply: {'ok', released ids in request order...}.
--- Re-run: a released job no longer carries the named grant, so it is
--- skipped.
+-- Re-run: the answer is remembered (answer_once); unremembered, a
+-- released job would no longer carry the named grant and be left out.
 local now = clock_now()
 local runner, reason, delay = ARGV[1], ARGV[2], tonumber(ARGV[5])
 

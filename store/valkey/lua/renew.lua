@@ -3,14 +3,9 @@
 -- ARGV: runner, leaseMs, proto, site ('' resolves lease first), then
 --       (job id, lease id) pairs.
 -- Reply: {'ok', framed [job id, 'renewed'|'lost', expiresAt|'']...}.
--- Re-run: the answer is remembered under the request id (K.req), so a
--- re-run neither moves an expiry again nor changes its answer.
+-- Re-run: the answer is remembered (answer_once), so a re-run neither
+-- moves an expiry again nor changes its answer.
 local now = clock_now()
-local memo = remembered()
-if memo then
-  return { 'ok', memo }
-end
-
 local runner, lease_ms = ARGV[1], tonumber(ARGV[2])
 local out = {}
 local stop = each_grant(now, ARGV[3], ARGV[4], runner, 5, function(id, key, rec)
@@ -29,4 +24,4 @@ local stop = each_grant(now, ARGV[3], ARGV[4], runner, 5, function(id, key, rec)
   out[#out + 1] = 'renewed'
   out[#out + 1] = rec.lexp
 end)
-return stop or { 'ok', remember(frame(out)) }
+return stop or { 'ok', frame(out) }
