@@ -1,6 +1,8 @@
 package valkey
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"strconv"
 
 	"github.com/byollm/relayd/store"
@@ -27,20 +29,22 @@ var memoCaller = map[store.Op]string{
 	store.OpStartPairing: "p",
 }
 
-const (
-	// memoAnswers is how many answers of one operation a caller's memo
-	// keeps: as many calls of that operation as one caller may have in
-	// flight while one of them is retried.
-	memoAnswers = 32
-	// memoBytes bounds those answers' size (the newest is always kept), so
-	// that a runner's large claims cost a bounded memo.
-	memoBytes = 64 << 10
-)
+// memoAnswers is how many answers of one operation a caller's memo keeps,
+// by kind of caller: as many calls of that operation as one caller may
+// have in flight while one of them is retried, for a retry of call A after
+// the caller's call B ran must still find A. A runner calls little at once
+// (its claim loop, its heartbeat, a result per job it runs); a site serves
+// many users at once; a pairing device starts one code at a time.
+var memoAnswers = map[string]int{"r": 8, "s": 32, "p": 2}
 
-// memoHeader binds what answer_once reads in a remembering script.
-func memoHeader() string {
+// memoBytes bounds the answers one memo keeps (the newest is always kept),
+// so that a runner's large claims cost a bounded memo.
+const memoBytes = 64 << 10
+
+// memoHeader binds what answer_once reads in op's script.
+func memoHeader(op store.Op) string {
 	return "local REQ_ID = table.remove(ARGV, 1)\n" +
-		"local MEMO_ANSWERS = " + strconv.Itoa(memoAnswers) + "\n" +
+		"local MEMO_ANSWERS = " + strconv.Itoa(memoAnswers[memoCaller[op]]) + "\n" +
 		"local MEMO_BYTES = " + strconv.Itoa(memoBytes) + "\n"
 }
 
@@ -55,5 +59,13 @@ func (s *Store) memoKey(op store.Op, caller string) string {
 // retry re-sends the same call, so the id names the call, not the attempt.
 func (s *Store) newWrite(op store.Op, caller string, args ...string) call {
 	keys := append(append(make([]string, 0, len(s.keys)+1), s.keys...), s.memoKey(op, caller))
-	return call{op: op, keys: keys, args: append([]string{newUUID()}, args...)}
+	return call{op: op, keys: keys, args: append([]string{newRequestID()}, args...)}
+}
+
+// newRequestID returns 96 random bits, base64url: unique among the few
+// answers one memo holds, and short, since each memo keeps it per answer.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

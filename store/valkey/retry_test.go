@@ -370,3 +370,50 @@ func TestRetryOfOneCallFindsItsAnswerAfterTheCallersNextCall(t *testing.T) {
 	require.NoError(t, <-done, "the first seal's retry answers it was stored")
 	require.GreaterOrEqual(t, h.proxy.sent(), 2)
 }
+
+// TestMemoKeepsACallersNewestAnswersInOneKey: a re-run finds its answer
+// while fewer than the caller's memo depth of later calls of the operation
+// ran, and only then; however many calls, the memo is one key per caller
+// and operation, which expires rememberFor after the caller's last call.
+func TestMemoKeepsACallersNewestAnswersInOneKey(t *testing.T) {
+	ctx := t.Context()
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, srv.Client(t))
+	var first *call
+	s.onCall = func(c call) {
+		if first == nil {
+			first = &c
+		}
+	}
+	known, err := s.Touch(ctx, "r1")
+	require.NoError(t, err)
+	require.False(t, known)
+	s.onCall = nil
+	rerunTouch := func() string {
+		msg, err := s.exec(ctx, *first)
+		require.NoError(t, err)
+		parts, err := msg.AsStrSlice()
+		require.NoError(t, err)
+		return parts[1]
+	}
+
+	_, err = s.Pair(ctx, store.PairInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
+	require.NoError(t, err)
+	for range memoAnswers["r"] - 1 {
+		known, err := s.Touch(ctx, "r1")
+		require.NoError(t, err)
+		require.True(t, known)
+	}
+	require.Equal(t, "0", rerunTouch(), "the re-run gets its first answer while it is among the newest")
+	_, err = s.Touch(ctx, "r1")
+	require.NoError(t, err)
+	require.Equal(t, "1", rerunTouch(), "past the memo's depth the call runs again")
+
+	keys, err := s.client.Do(ctx, s.client.B().Keys().Pattern(globEscape(s.prefix+"memo:")+"*").Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{s.memoKey(store.OpTouch, "r1"), s.memoKey(store.OpPair, "r1")}, keys, "one memo per caller and operation")
+	ttl, err := s.client.Do(ctx, s.client.B().Pttl().Key(s.memoKey(store.OpTouch, "r1")).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Positive(t, ttl)
+	require.LessOrEqual(t, ttl, rememberFor.Milliseconds())
+}

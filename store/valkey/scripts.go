@@ -145,7 +145,7 @@ func loadScript(op store.Op, defs []helper) (*script, error) {
 	b.WriteString("}\n")
 	code := string(body)
 	if sc.remembers {
-		b.WriteString(memoHeader())
+		b.WriteString(memoHeader(op))
 		code = "return answer_once(function()\n" + code + "\nend)\n"
 	}
 	for _, d := range helpersFor(defs, code) {
