@@ -3,6 +3,7 @@ package valkey
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 // BenchmarkRememberedAnswers makes b.N empty claims spread over 100
 // runners, 100 at a time, then reports the Valkey memory the remembered
 // answers hold: MEMORY USAGE summed over the answer keys (per-call "req:"
-// keys before the memo, "memo:" keys since) and the used_memory delta.
+// keys before the memo, "memo:" keys since), the used_memory delta and the
+// server's mean time per claim.
 // docs/performance.md ("Remembered answers") has the figures; run with
 // -benchtime=100000x.
 func BenchmarkRememberedAnswers(b *testing.B) {
@@ -20,6 +22,9 @@ func BenchmarkRememberedAnswers(b *testing.B) {
 	const runners = 100
 	ctx := context.Background()
 	before := usedMemory(b, client)
+	if err := client.Do(ctx, client.B().ConfigResetstat().Build()).Error(); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for r := range runners {
@@ -43,6 +48,32 @@ func BenchmarkRememberedAnswers(b *testing.B) {
 	b.ReportMetric(float64(bytes), "answer-bytes")
 	b.ReportMetric(float64(bytes)/float64(b.N), "answer-B/call")
 	b.ReportMetric(float64(delta), "used_memory-delta")
+	b.ReportMetric(serverUsecPerCall(b, client, "evalsha"), "server-µs/claim")
+}
+
+// serverUsecPerCall reads a command's mean server time from INFO
+// commandstats.
+func serverUsecPerCall(b *testing.B, c valkey.Client, cmd string) float64 {
+	b.Helper()
+	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":"); ok {
+			for _, f := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+					n, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return n
+				}
+			}
+		}
+	}
+	b.Fatalf("no %s in INFO commandstats", cmd)
+	return 0
 }
 
 // answerKeys counts the keys holding remembered answers under prefix and
