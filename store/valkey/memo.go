@@ -19,9 +19,8 @@ import (
 
 // memoCaller names, for each remembering write, whose memo keeps its
 // answers: the runner for daemon-plane writes, the site for site-plane
-// writes, the device identity for a pairing start. Writes whose re-run
-// answers alike from the state the first run left (fetch, dropPairing,
-// sweep) and reads are not remembered.
+// writes, the device identity for a pairing start. Reads are not
+// remembered, nor are the writes in answersAlike.
 var memoCaller = map[store.Op]string{
 	store.OpClaim: "r", store.OpRenew: "r", store.OpPair: "r", store.OpTouch: "r",
 	store.OpResult: "r", store.OpRelease: "r", store.OpCancelRequests: "r",
@@ -40,6 +39,14 @@ var memoAnswers = map[string]int{"r": 8, "s": 32, "p": 2}
 // memoBytes bounds the answers one memo keeps (the newest is always kept),
 // so that a runner's large claims cost a bounded memo.
 const memoBytes = 64 << 10
+
+// answersAlike are the writes that keep no memo: a re-run of fetch or of
+// dropPairing answers as the first run did from the state it left, and
+// the lookups of pending codes change nothing but judge expiry. A sweep
+// has no caller to keep a memo for, and its answer only feeds logs and
+// metrics: a retried sweep answers what is due by then.
+var answersAlike = []store.Op{store.OpFetch, store.OpDropPairing, store.OpSweep,
+	store.OpPairingByDeviceCode, store.OpPairingByUserCode}
 
 // memoHeader binds what answer_once reads in op's script.
 func memoHeader(op store.Op) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -416,4 +417,23 @@ func TestMemoKeepsACallersNewestAnswersInOneKey(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, ttl)
 	require.LessOrEqual(t, ttl, rememberFor.Milliseconds())
+}
+
+// TestEveryWriteIsRememberedOrAnswersAlike keeps a new write from
+// answering retries from the new state unnoticed: each write script either
+// keeps a memo or is listed as answering alike, never both.
+func TestEveryWriteIsRememberedOrAnswersAlike(t *testing.T) {
+	scripts, err := loadScripts()
+	require.NoError(t, err)
+	for _, op := range scripted() {
+		sc := scripts[op]
+		if sc.readOnly {
+			require.False(t, sc.remembers, "%s reads, and keeps no memo", op)
+			continue
+		}
+		require.NotEqual(t, sc.remembers, slices.Contains(answersAlike, op), "%s must either keep a memo or answer alike", op)
+		if sc.remembers {
+			require.Contains(t, memoAnswers, memoCaller[op], "%s: its caller kind has a memo depth", op)
+		}
+	}
 }
