@@ -153,7 +153,10 @@ func newLossyStores(t *testing.T) *lossyStores {
 		t.Skip("the drop proxy fronts one server")
 	}
 	p := startDropProxy(t, srv.Addr)
-	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{p.ln.Addr().String()}, DisableCache: true, ForceSingleClient: true})
+	// No background PING: its reply, arriving first, would be the one the
+	// proxy withholds, before the server ran the call.
+	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{p.ln.Addr().String()}, DisableCache: true, ForceSingleClient: true,
+		Dialer: net.Dialer{KeepAlive: -1}})
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	lossy := newTestStore(t, client)
