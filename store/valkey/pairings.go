@@ -60,7 +60,7 @@ func (p pairings) StartPairing(ctx context.Context, in store.StartPairingInput) 
 	if err != nil {
 		return 0, fmt.Errorf("valkey store: %s: encoding device: %w", store.OpStartPairing, err)
 	}
-	c := p.s.newCall(store.OpStartPairing, pending.DeviceCode, pending.UserCode, pending.Device.Identity,
+	c := p.s.newWrite(store.OpStartPairing, pending.Device.Identity, pending.DeviceCode, pending.UserCode, pending.Device.Identity,
 		string(device), pending.Label, pending.Platform, string(pending.Capabilities),
 		strconv.FormatInt(in.TTLMs, 10), strconv.Itoa(in.Capacity))
 	parts, err := p.s.execWrite(ctx, c)

@@ -21,7 +21,8 @@ import (
 // Every script receives the keys of scriptKeys (less the test clock lever
 // on a production store: declaredKeys), in that order and under the
 // store's hash-tagged prefix; a script that remembers its answer (see
-// remembers) receives one more key after them.
+// remembers) receives one more key after them, its caller's memo of the
+// operation, and a request id before its own arguments (memo.go).
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -33,10 +34,10 @@ type script struct {
 	source string
 	// readOnly scripts change nothing and run as EVALSHA_RO.
 	readOnly bool
-	// remembers marks a write whose effect depends on the clock (a stamp or
-	// an expiry). It takes a per-call request key after the fixed keys and
-	// keeps its answer there briefly, so that re-running the call with the
-	// same arguments returns the same answer and changes nothing.
+	// remembers marks a write whose answer a re-run could not give again
+	// from the state the first run left. It runs inside answer_once, which
+	// keeps the first answer in the caller's memo, so that re-running the
+	// call with the same arguments returns it and changes nothing.
 	remembers bool
 	run       *valkey.Lua
 }
@@ -50,11 +51,8 @@ func isReadOnly(op store.Op) bool {
 }
 
 func isRemembering(op store.Op) bool {
-	switch op {
-	case store.OpClaim, store.OpRenew, store.OpPair, store.OpTouch:
-		return true
-	}
-	return false
+	_, ok := memoCaller[op]
+	return ok
 }
 
 // scripted lists the operations that run a script: all but Ping, which
@@ -160,14 +158,19 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 		fmt.Fprintf(&b, "  %s = KEYS[%d],\n", k, i+1)
 	}
 	if sc.remembers {
-		fmt.Fprintf(&b, "  req = KEYS[%d],\n", len(keys)+1)
+		fmt.Fprintf(&b, "  memo = KEYS[%d],\n", len(keys)+1)
 	}
 	b.WriteString("}\n")
-	for _, d := range helpersFor(defs, string(body)) {
+	code := string(body)
+	if sc.remembers {
+		b.WriteString(memoHeader(op))
+		code = "return answer_once(function()\n" + code + "\nend)\n"
+	}
+	for _, d := range helpersFor(defs, code) {
 		b.WriteString(d.text)
 	}
 	b.WriteString("\n-- operation: " + string(op) + "\n")
-	b.Write(body)
+	b.WriteString(code)
 	sc.source = b.String()
 	if sc.readOnly {
 		sc.run = valkey.NewLuaScriptReadOnly(sc.source)

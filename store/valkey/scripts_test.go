@@ -33,11 +33,11 @@ func TestScripts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The shared helpers may name the request key; only a remembering
-		// operation may use them that way.
+		// The shared helpers name the caller's memo; only a remembering
+		// operation is passed it.
 		for _, m := range keyRef.FindAllStringSubmatch(string(body), -1) {
 			k := m[1]
-			if !slices.Contains(scriptKeys(), k) && !(k == "req" && s.remembers) {
+			if !slices.Contains(scriptKeys(), k) && !(k == "memo" && s.remembers) {
 				t.Errorf("%s uses K.%s, which it is not passed", name, k)
 			}
 		}
@@ -53,7 +53,7 @@ func TestScripts(t *testing.T) {
 		} else if calls != 0 {
 			t.Errorf("read %s reads the clock", name)
 		}
-		if s.remembers != strings.Contains(string(body), "remember(") {
+		if s.remembers != strings.Contains(s.source, "return answer_once(function()") {
 			t.Errorf("%s: remembers is %v but the script says otherwise", name, s.remembers)
 		}
 		if !strings.Contains(s.source, "KEYS[") {
@@ -62,7 +62,7 @@ func TestScripts(t *testing.T) {
 	}
 	common, _ := luaFiles.ReadFile("lua/common.lua")
 	for _, m := range keyRef.FindAllStringSubmatch(string(common), -1) {
-		if !slices.Contains(scriptKeys(), m[1]) && m[1] != "req" {
+		if !slices.Contains(scriptKeys(), m[1]) && m[1] != "memo" {
 			t.Errorf("common.lua uses K.%s, which no script is passed", m[1])
 		}
 	}

@@ -91,14 +91,10 @@ func (s *Store) Prefix() string { return s.prefix }
 // owns the store's client still owns it; do not close it.
 func (s *Store) Client() valkey.Client { return s.client }
 
-// newCall builds a call of op with the fixed keys, plus a fresh request key
-// for a script that remembers its answer.
+// newCall builds a call of op with the fixed keys; a write that remembers
+// its answer is built by newWrite instead.
 func (s *Store) newCall(op store.Op, args ...string) call {
-	keys := s.keys
-	if s.scripts[op].remembers {
-		keys = append(append([]string(nil), s.keys...), s.prefix+"req:"+newUUID())
-	}
-	return call{op: op, keys: keys, args: args}
+	return call{op: op, keys: s.keys, args: args}
 }
 
 // exec runs a call and returns its reply, or an error that is never a
@@ -193,7 +189,7 @@ func enqueueCall(s *Store, in store.EnqueueInput) (call, error) {
 	if err != nil {
 		return call{}, fmt.Errorf("valkey store: enqueue: encoding stub: %w", err)
 	}
-	return s.newCall(store.OpEnqueue, in.Stub.ID, in.SiteID, string(stub), in.Stub.Owner, in.Stub.Kind,
+	return s.newWrite(store.OpEnqueue, in.SiteID, in.Stub.ID, in.SiteID, string(stub), in.Stub.Owner, in.Stub.Kind,
 		flag(store.OwnerOnly(in.Stub.Audience)), strconv.FormatInt(in.Stub.DeadlineAt, 10), proto(in.Proto)), nil
 }
 
@@ -219,7 +215,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	for range n {
 		args = append(args, newUUID())
 	}
-	parts, err := s.execWrite(ctx, s.newCall(store.OpClaim, args...))
+	parts, err := s.execWrite(ctx, s.newWrite(store.OpClaim, in.RunnerID, args...))
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +262,7 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 	if err != nil {
 		return store.ResultOutcome{}, fmt.Errorf("valkey store: result: encoding result: %w", err)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(store.OpResult, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID, proto(in.Proto), in.SiteID))
+	parts, err := s.execWrite(ctx, s.newWrite(store.OpResult, in.RunnerID, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID, proto(in.Proto), in.SiteID))
 	if err != nil {
 		return store.ResultOutcome{}, err
 	}
@@ -282,7 +278,7 @@ func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, e
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(store.OpRelease, args...))
+	parts, err := s.execWrite(ctx, s.newWrite(store.OpRelease, in.RunnerID, args...))
 	if err != nil {
 		return nil, err
 	}
@@ -295,13 +291,13 @@ func (s *Store) Payload(ctx context.Context, in store.PayloadInput) error {
 	if err != nil {
 		return fmt.Errorf("valkey store: payload: encoding payload: %w", err)
 	}
-	_, err = s.execWrite(ctx, s.newCall(store.OpPayload, in.JobID, in.SiteID, string(env), in.Envelope.RecipientKeyID))
+	_, err = s.execWrite(ctx, s.newWrite(store.OpPayload, in.SiteID, in.JobID, in.SiteID, string(env), in.Envelope.RecipientKeyID))
 	return err
 }
 
 // Cancel implements store.RoutingStore.
 func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) {
-	parts, err := s.execWrite(ctx, s.newCall(store.OpCancel, in.JobID, in.SiteID))
+	parts, err := s.execWrite(ctx, s.newWrite(store.OpCancel, in.SiteID, in.JobID, in.SiteID))
 	if err != nil {
 		return false, err
 	}
@@ -313,7 +309,7 @@ func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) 
 
 // CancelRequests implements store.RoutingStore.
 func (s *Store) CancelRequests(ctx context.Context, in store.CancelRequestsInput) ([]protocol.LeaseRef, error) {
-	parts, err := s.execWrite(ctx, s.newCall(store.OpCancelRequests, in.RunnerID, proto(in.Proto)))
+	parts, err := s.execWrite(ctx, s.newWrite(store.OpCancelRequests, in.RunnerID, in.RunnerID, proto(in.Proto)))
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +329,7 @@ func (s *Store) Renew(ctx context.Context, in store.RenewInput) (store.RenewResu
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(store.OpRenew, args...))
+	parts, err := s.execWrite(ctx, s.newWrite(store.OpRenew, in.RunnerID, args...))
 	if err != nil {
 		return store.RenewResult{}, err
 	}
@@ -365,7 +361,7 @@ func (s *Store) Pair(ctx context.Context, in store.PairInput) (store.Presence, e
 	if err != nil {
 		return store.Presence{}, fmt.Errorf("valkey store: pair: encoding device: %w", err)
 	}
-	parts, err := s.execWrite(ctx, s.newCall(store.OpPair, in.RunnerID, in.Owner, string(device),
+	parts, err := s.execWrite(ctx, s.newWrite(store.OpPair, in.RunnerID, in.RunnerID, in.Owner, string(device),
 		string(in.Capabilities), flag(in.Capabilities != nil), string(in.Withheld), flag(in.Withheld != nil)))
 	if err != nil {
 		return store.Presence{}, err
@@ -390,7 +386,7 @@ func flag(b bool) string {
 
 // Touch implements store.RoutingStore.
 func (s *Store) Touch(ctx context.Context, runnerID string) (bool, error) {
-	parts, err := s.execWrite(ctx, s.newCall(store.OpTouch, runnerID))
+	parts, err := s.execWrite(ctx, s.newWrite(store.OpTouch, runnerID, runnerID))
 	if err != nil {
 		return false, err
 	}

@@ -2,7 +2,8 @@
 -- held one is listed for its holder (a proto-0 one only while unfinished).
 -- ARGV: job id, site.
 -- Reply: {'ok', exists '1'|'0'}.
--- Re-run: the flag is already set; nothing changes.
+-- Re-run: the answer is remembered (answer_once); unremembered, the
+-- flag would already be set and the answer would be alike.
 local now = clock_now()
 local key = job_key(ARGV[2], ARGV[1])
 

@@ -5,7 +5,8 @@
 -- jobs out (design G11); proto 2 lists them (spec protocol-2 ST14).
 -- ARGV: runner, proto.
 -- Reply: {'ok', job id, lease id, ...}.
--- Re-run: entries the first run settled are gone; nothing else changes.
+-- Re-run: the answer is remembered (answer_once); unremembered, entries
+-- the first run settled would be gone from the answer.
 local now = clock_now()
 local runner, proto = ARGV[1], ARGV[2]
 

@@ -10,14 +10,9 @@
 --       proto, n routes, then n (site, job owner) pairs, k kinds, then k
 --       kinds, then one fresh lease id per possible grant.
 -- Reply: {'ok', framed [stub, lease id, expiresAt]...}.
--- Re-run: the answer is remembered under the request id (K.req); a re-run
--- returns it and grants nothing more.
+-- Re-run: the answer is remembered (answer_once); a re-run returns it and
+-- grants nothing more.
 local now = clock_now()
-local memo = remembered()
-if memo then
-  return { 'ok', memo }
-end
-
 local runner, owner, device = ARGV[1], ARGV[2], ARGV[3]
 local lease_ms = tonumber(ARGV[4])
 local window_ms = tonumber(ARGV[5])
@@ -309,4 +304,4 @@ while #granted / 3 < max and inspected < BUDGET do
   end
 end
 
-return { 'ok', remember(frame(granted)) }
+return { 'ok', frame(granted) }

@@ -6,7 +6,9 @@
 -- DEVICE_KEY_ID, STUB_*) and the top-level definitions below that the
 -- operation uses (directly or through each other, in this order), then the
 -- operation's own file, so each rule below exists once and a call runs no
--- definition it does not need. This comment is not sent.
+-- definition it does not need. A remembering write's header also binds
+-- REQ_ID (taken off the front of ARGV), MEMO_ANSWERS and MEMO_BYTES,
+-- and its file runs inside answer_once. This comment is not sent.
 --
 -- A job is keyed by (site, id): its job key is lenc(site) .. id (job_key),
 -- which names it in every hash and every index below. Replies name jobs by
@@ -38,7 +40,9 @@
 --                     (testclock.lua); production scripts do not receive it
 --   K.presence  hash  runner id -> presence record (framed)
 --   K.paired    zset  runner id, score = sequence at first pairing
---   K.req       string  (per call) the remembered answer of a stamping write
+--   K.memo      string  (per caller and operation; the caller is a runner, site
+--                     or pairing device) framed [request id, framed reply]...
+--                     newest first (answer_once)
 --   K.old_job ... K.old_refusals  the format-"1" keyspace older relays use, keyed by bare id;
 --               a sweep moves its jobs here (migrate_legacy)
 --
@@ -680,16 +684,47 @@ local function valid_stub(raw, id)
   return v.id == id
 end
 
--- Remembered answers make a stamping write (one whose effect depends on the
--- clock) safe to re-run: the caller passes a fresh request id per call, a
--- re-run with the same id gets the first answer and changes nothing.
-local function remembered()
-  return redis.call('GET', K.req)
-end
-
-local function remember(answer)
-  redis.call('SET', K.req, answer, 'PX', REQ_TTL_MS)
-  return answer
+-- answer_once runs a write once per request id: the first run's whole
+-- reply (a refusal too) is kept in the caller's memo of the operation
+-- (K.memo), and a re-run with the same REQ_ID, which is what a
+-- client's retry after a lost reply is, gets that reply and changes
+-- nothing. A caller may have several calls of one operation in flight (a
+-- site enqueues for many users at once, a runner delivers several results),
+-- and a retry follows its lost reply by one reconnect, so the memo keeps
+-- the caller's MEMO_ANSWERS newest answers to that operation (within
+-- MEMO_BYTES, the newest always), not just the last: a retry of A after B
+-- ran still finds A. The memo lives REQ_TTL_MS past the caller's last
+-- call, so it costs one small key per active caller and operation, not
+-- one per call.
+local function answer_once(run)
+  local ring = unframe(redis.call('GET', K.memo)) or {}
+  for i = 1, #ring - 1, 2 do
+    if ring[i] == REQ_ID then
+      return unframe(ring[i + 1])
+    end
+  end
+  local reply = run()
+  -- Error and status replies are not answers a caller acts on: a retry
+  -- runs again.
+  if type(reply) ~= 'table' or reply.err or reply.ok then
+    return reply
+  end
+  local parts = {}
+  for i = 1, #reply do
+    parts[i] = tostring(reply[i])
+  end
+  local keep = { REQ_ID, frame(parts) }
+  local bytes = #keep[2]
+  for i = 1, #ring - 1, 2 do
+    bytes = bytes + #ring[i + 1]
+    if #keep >= 2 * MEMO_ANSWERS or bytes > MEMO_BYTES then
+      break
+    end
+    keep[#keep + 1] = ring[i]
+    keep[#keep + 1] = ring[i + 1]
+  end
+  redis.call('SET', K.memo, frame(keep), 'PX', REQ_TTL_MS)
+  return reply
 end
 
 -- Presence records hold PRESENCE_FIELDS: format, owner, device JSON,

@@ -3,7 +3,8 @@
 -- ARGV: id, site, stub JSON, stub owner, stub kind, owner-only '1'|'0',
 --       deadlineAt, proto.
 -- Reply: {'ok', state, created '1'|'0'} or {'refused', REFUSED_ID_TAKEN}.
--- Re-run: the second run finds the job and changes nothing.
+-- Re-run: the answer is remembered (answer_once); unremembered, the
+-- second run would find the job and answer created '0'.
 local now = clock_now()
 local id, site, stub, owner, kind, owner_only, deadline, proto =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]

@@ -4,13 +4,8 @@
 -- ARGV: runner, owner, device JSON, capabilities JSON, given '1'|'0',
 --       withheld JSON, given '1'|'0'.
 -- Reply: {'ok', presence record}.
--- Re-run: the answer is remembered under the request id (K.req).
+-- Re-run: the answer is remembered (answer_once).
 local now = clock_now()
-local memo = remembered()
-if memo then
-  return { 'ok', memo }
-end
-
 local runner, owner, device = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('ZSCORE', K.paired, runner) == false then
   redis.call('ZADD', K.paired, redis.call('INCR', K.seq), runner)
@@ -25,4 +20,4 @@ if ARGV[7] == '1' then
 end
 local raw = encode_presence(p)
 redis.call('HSET', K.presence, runner, raw)
-return { 'ok', remember(raw) }
+return { 'ok', raw }

@@ -2,8 +2,8 @@
 -- and its count of lapsed sealing windows starts again.
 -- ARGV: job id, site, payload JSON, the payload's recipient key id.
 -- Reply: {'ok'} or {'refused', code[, state]}.
--- Re-run: the job is no longer awaiting, so the re-run is refused as
--- too-late and changes nothing.
+-- Re-run: the answer is remembered (answer_once); unremembered, the job
+-- would no longer be awaiting and a re-run would be refused as too-late.
 local now = clock_now()
 local id, site, payload, recipient = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local key = job_key(site, id)

@@ -6,8 +6,8 @@
 -- Reply: {'ok', released ids in request order...}; a grant whose record
 -- this code cannot read is skipped, and nothing else of the call is held
 -- back by it.
--- Re-run: a released job no longer carries the named grant, so it is
--- skipped.
+-- Re-run: the answer is remembered (answer_once); unremembered, a
+-- released job would no longer carry the named grant and be left out.
 local now = clock_now()
 local runner, reason, delay = ARGV[1], ARGV[2], tonumber(ARGV[5])
 

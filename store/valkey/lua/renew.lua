@@ -5,14 +5,9 @@
 -- Reply: {'ok', framed [job id, 'renewed'|'lost', expiresAt|'']...}; a
 -- grant whose record this code cannot read is lost, and nothing else of
 -- the call is held back by it.
--- Re-run: the answer is remembered under the request id (K.req), so a
--- re-run neither moves an expiry again nor changes its answer.
+-- Re-run: the answer is remembered (answer_once), so a re-run neither
+-- moves an expiry again nor changes its answer.
 local now = clock_now()
-local memo = remembered()
-if memo then
-  return { 'ok', memo }
-end
-
 local runner, lease_ms = ARGV[1], tonumber(ARGV[2])
 local out = {}
 each_grant(now, ARGV[3], ARGV[4], runner, 5, function(id, key, rec)
@@ -31,4 +26,4 @@ each_grant(now, ARGV[3], ARGV[4], runner, 5, function(id, key, rec)
   out[#out + 1] = 'renewed'
   out[#out + 1] = rec.lexp
 end)
-return { 'ok', remember(frame(out)) }
+return { 'ok', frame(out) }

@@ -3,8 +3,8 @@
 -- (stamp the runner's presence first, whatever the outcome), the result's
 -- sender key id, proto, site ('' resolves lease first).
 -- Reply: {'ok', duplicate '1'|'0'} or {'refused', code}.
--- Re-run: the job is done under the same grant, so the re-run is a
--- duplicate and overwrites nothing.
+-- Re-run: the answer is remembered (answer_once); unremembered, the job
+-- would be done under the same grant and a re-run would answer duplicate.
 local now = clock_now()
 local id, runner, lease, result, disposition, sender = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[7]
 local key, rec = held_touching(ARGV[8], ARGV[9], id, runner, lease, ARGV[6], now)

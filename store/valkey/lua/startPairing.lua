@@ -5,8 +5,9 @@
 -- ARGV: device code, user code, identity, device JSON, label, platform,
 --       capabilities ('' for none), ttl ms, capacity.
 -- Reply: {'ok', expiresAt} or {'refused', REFUSED_AT_CAPACITY}.
--- Re-run: a re-run after a lost reply finds its own code under its
--- identity and puts it again, stamped at the re-run's time.
+-- Re-run: the answer is remembered (answer_once); unremembered, a re-run
+-- would find its own code under its identity and put it again, stamped at
+-- the re-run's time.
 local now = clock_now()
 local device_code, identity = ARGV[1], ARGV[3]
 local ttl, capacity = tonumber(ARGV[8]), tonumber(ARGV[9])

@@ -1,0 +1,78 @@
+package valkey
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"strconv"
+
+	"github.com/byollm/relayd/store"
+)
+
+// A write a client may retry after a lost reply answers that retry with
+// its first answer, kept in a memo per caller and operation (answer_once
+// in common.lua): one small string per runner, site or pairing device and
+// each operation it called in the last rememberFor, holding the newest few
+// answers. The memo thus costs O(active callers), whatever the call rate.
+// It is a string, not a field of a per-caller hash, so that each one
+// expires on its own and a caller's busy operation never keeps its idle
+// ones alive.
+
+// memoCaller names, for each remembering write, whose memo keeps its
+// answers: the runner for daemon-plane writes, the site for site-plane
+// writes, the device identity for a pairing start. Reads are not
+// remembered, nor are the writes in answersAlike.
+var memoCaller = map[store.Op]string{
+	store.OpClaim: "r", store.OpRenew: "r", store.OpPair: "r", store.OpTouch: "r",
+	store.OpResult: "r", store.OpRelease: "r", store.OpCancelRequests: "r",
+	store.OpPayload: "s", store.OpEnqueue: "s", store.OpCancel: "s",
+	store.OpStartPairing: "p",
+}
+
+// memoAnswers is how many answers of one operation a caller's memo keeps,
+// by kind of caller: as many calls of that operation as one caller may
+// have in flight while one of them is retried, for a retry of call A after
+// the caller's call B ran must still find A. A runner calls little at once
+// (its claim loop, its heartbeat, a result per job it runs); a site serves
+// many users at once; a pairing device starts one code at a time.
+var memoAnswers = map[string]int{"r": 8, "s": 32, "p": 2}
+
+// memoBytes bounds the answers one memo keeps (the newest is always kept),
+// so that a runner's large claims cost a bounded memo.
+const memoBytes = 64 << 10
+
+// answersAlike are the writes that keep no memo: a re-run of fetch or of
+// dropPairing answers as the first run did from the state it left, and
+// the lookups of pending codes change nothing but judge expiry. A sweep
+// has no caller to keep a memo for, and its answer only feeds logs and
+// metrics: a retried sweep answers what is due by then.
+var answersAlike = []store.Op{store.OpFetch, store.OpDropPairing, store.OpSweep,
+	store.OpPairingByDeviceCode, store.OpPairingByUserCode}
+
+// memoHeader binds what answer_once reads in op's script.
+func memoHeader(op store.Op) string {
+	return "local REQ_ID = table.remove(ARGV, 1)\n" +
+		"local MEMO_ANSWERS = " + strconv.Itoa(memoAnswers[memoCaller[op]]) + "\n" +
+		"local MEMO_BYTES = " + strconv.Itoa(memoBytes) + "\n"
+}
+
+// memoKey is the key of a caller's memo of op. The caller's kind keeps a
+// runner and a site of one name apart.
+func (s *Store) memoKey(op store.Op, caller string) string {
+	return s.prefix + "memo:" + string(op) + ":" + memoCaller[op] + ":" + caller
+}
+
+// newWrite builds a call of a remembering write by caller: the fixed keys
+// and the caller's memo, then a fresh request id before args. A client's
+// retry re-sends the same call, so the id names the call, not the attempt.
+func (s *Store) newWrite(op store.Op, caller string, args ...string) call {
+	keys := append(append(make([]string, 0, len(s.keys)+1), s.keys...), s.memoKey(op, caller))
+	return call{op: op, keys: keys, args: append([]string{newRequestID()}, args...)}
+}
+
+// newRequestID returns 96 random bits, base64url: unique among the few
+// answers one memo holds, and short, since each memo keeps it per answer.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
