@@ -160,7 +160,7 @@ func newLossyStores(t *testing.T) *lossyStores {
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	lossy := newTestStore(t, client)
-	direct, err := NewFromClient(srv.Client(t), lossy.prefix)
+	direct, err := NewFromClientForTest(srv.Client(t), lossy.prefix)
 	require.NoError(t, err)
 	// A script the server lacks is first refused NOSCRIPT: load them all,
 	// so that the reply dropped is the one of the run.
