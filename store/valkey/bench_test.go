@@ -30,13 +30,13 @@ func benchStore(b *testing.B) (*Store, valkey.Client) {
 
 // fill enqueues n jobs through the real enqueue script, pipelined, ids
 // tag-0..tag-(n-1), owned by owner.
-func fill(b *testing.B, s *Store, tag, owner string, from, to int) {
+func fill(b testing.TB, s *Store, tag, owner string, from, to int) {
 	b.Helper()
 	fillProto(b, s, store.Proto0, tag, owner, from, to)
 }
 
 // fillProto is fill for jobs of a protocol (proto-2 ones for a team).
-func fillProto(b *testing.B, s *Store, p store.Proto, tag, owner string, from, to int) {
+func fillProto(b testing.TB, s *Store, p store.Proto, tag, owner string, from, to int) {
 	b.Helper()
 	audience := protocol.AudiencePublic
 	if p == store.Proto2 {

@@ -19,9 +19,11 @@ const (
 	// protocol.MaxClaim.
 	maxGrants = 1024
 	// sweepBatch is how many due entries per deadline index one Sweep
-	// settles; claimSweepBatch is the smaller share a claim takes on.
-	sweepBatch      = 512
-	claimSweepBatch = 64
+	// settles; claimSettleBudget is how many jobs one claim may settle in
+	// all, its sweep share and the jobs it steps over together, so a
+	// claim stays small however large an expired backlog is.
+	sweepBatch        = 512
+	claimSettleBudget = 64
 	// readPage is how many records one read script returns, so a large
 	// listing never blocks the server for long.
 	readPage = 500
@@ -206,7 +208,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	n := min(max(in.Max, 0), maxGrants)
 	args := make([]string, 0, 10+2*len(in.Routes)+len(in.Kinds)+n)
 	args = append(args, in.RunnerID, in.Owner, string(device), strconv.FormatInt(in.LeaseMs, 10),
-		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(claimSweepBatch), flag(in.Touch), proto(in.Proto), strconv.Itoa(len(in.Routes)))
+		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(claimSettleBudget), flag(in.Touch), proto(in.Proto), strconv.Itoa(len(in.Routes)))
 	for _, r := range in.Routes {
 		args = append(args, r.SiteID, r.Owner)
 	}

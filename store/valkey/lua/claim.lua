@@ -5,7 +5,7 @@
 -- a re-offered job only to its runner (from that runner's sticky place, so
 -- jobs held back for others cost nothing). Both protocols honour
 -- not-before times, set by a release that names a delay.
--- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, sweep batch,
+-- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, settle budget,
 --       touch '1'|'0' (stamp the runner's presence, whatever is granted),
 --       proto, n routes, then n (site, job owner) pairs, k kinds, then k
 --       kinds, then one fresh lease id per possible grant.
@@ -17,7 +17,7 @@ local runner, owner, device = ARGV[1], ARGV[2], ARGV[3]
 local lease_ms = tonumber(ARGV[4])
 local window_ms = tonumber(ARGV[5])
 local max = tonumber(ARGV[6])
-local batch = tonumber(ARGV[7])
+local settle_budget = tonumber(ARGV[7])
 if ARGV[8] == '1' then
   stamp_presence(runner, now)
 end
@@ -43,7 +43,13 @@ if max > #leases then
   max = #leases
 end
 
-sweep(now, batch)
+-- The settle budget bounds the expired work one claim takes on, however
+-- large a backlog: the sweep share takes at most half of it, the jobs the
+-- claim steps over the rest. What is left over is the background
+-- sweeper's.
+local share = math.floor(settle_budget / 2)
+local _, _, _, swept = sweep(now, share, share)
+local settles = settle_budget - swept
 
 -- unsealed counts each route's proto-2 grants awaiting a payload, read
 -- once and kept up to date as this claim grants.
@@ -197,8 +203,16 @@ local function consider(c, member)
   if how == 'unreadable' then
     return -- never handed out; it stays queued for a reader that knows it
   end
-  if not settled(key, rec, now) then
-    return
+  if settle_due(rec, now) then
+    if settles <= 0 then
+      -- Out of budget: granting past a job it cannot settle would break
+      -- first-enqueue order, so the claim stops here.
+      return 'stop'
+    end
+    settles = settles - 1
+    if not settled(key, rec, now) then
+      return
+    end
   end
   if rec.qm ~= qm then
     redis.call('ZREM', c.key, member) -- left by an earlier job under this key
@@ -300,7 +314,9 @@ while #granted / 3 < max and inspected < BUDGET do
     end
   else
     best.i = best.i + 1
-    consider(best, best_member)
+    if consider(best, best_member) == 'stop' then
+      break
+    end
   end
 end
 

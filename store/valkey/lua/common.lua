@@ -457,6 +457,21 @@ local function settle(key, rec, now)
   return 'live'
 end
 
+-- settle_due says whether settle would change the job at now: whether one
+-- of the deadlines settle applies has passed.
+local function settle_due(rec, now)
+  if tonumber(rec.deadline) <= now then
+    return true
+  end
+  if rec.state == STATE_AWAITING_PAYLOAD then
+    return (tonumber(rec.await) or 0) <= now
+  end
+  if (rec.state == STATE_READY or rec.state == STATE_RUNNING) and rec.runner ~= '' then
+    return (tonumber(rec.lexp) or 0) <= now
+  end
+  return false
+end
+
 -- settled settles a loaded job and returns it, or nil when it is gone.
 local function settled(key, rec, now)
   local out = settle(key, rec, now)
@@ -596,15 +611,28 @@ local function drop_queue_entries(key, raw)
 end
 
 -- sweep applies the deadlines due at now, taking at most batch entries from
--- each deadline index, and returns the requeued, the expired and the
--- lapsed job ids (bare), each in first-enqueue order.
-local function sweep(now, batch)
-  for _, key in ipairs(redis.call('ZRANGEBYSCORE', K.reoffer, '-inf', now, 'LIMIT', 0, batch)) do
+-- each deadline index and, when total is given, at most total in all. It
+-- returns the requeued, the expired and the lapsed job ids (bare), each in
+-- first-enqueue order, then how many entries it took (a claim's settle
+-- budget counts them).
+local function sweep(now, batch, total)
+  local room = total or 4 * batch
+  local function due_in(index)
+    local n = math.min(batch, room)
+    if n <= 0 then
+      return {}
+    end
+    local keys = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, n)
+    room = room - #keys
+    return keys
+  end
+  local unstuck = due_in(K.reoffer)
+  for _, key in ipairs(unstuck) do
     unstick(key, now)
   end
   local due, seen = {}, {}
   for _, index in ipairs({ K.deadline, K.window, K.lease }) do
-    local keys = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, batch)
+    local keys = due_in(index)
     for _, key in ipairs(keys) do
       if not seen[key] then
         seen[key] = true
@@ -649,7 +677,7 @@ local function sweep(now, batch)
       drop(d.key, nil)
     end
   end
-  return requeued, expired, lapsed
+  return requeued, expired, lapsed, #unstuck + #due
 end
 
 -- valid_stub says whether a stored stub would decode as the JobStub it was
