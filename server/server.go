@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	}()
 	go reloadOnRequest(bg, src, hooks.Reload, logger)
 	if cfg.SweepInterval > 0 {
-		go sweepEvery(bg, st, cfg.SweepInterval, logger)
+		go sweepEvery(bg, st, cfg.SweepInterval, LocalClock(cfg), logger)
 	}
 	logServing(logger, cfg, publicLn.Addr(), adminLn.Addr(), src.Current().Hash())
 	if hooks.Listening != nil {
@@ -225,27 +225,53 @@ func reloadOnRequest(ctx context.Context, src *projection.Source, requests <-cha
 // sweepEvery applies passed deadlines on a timer, so a job abandoned while no
 // daemon or site is calling still returns to the queue. Replicas sweep
 // independently; the store makes concurrent sweeps safe.
-func sweepEvery(ctx context.Context, st store.RoutingStore, every time.Duration, logger *slog.Logger) {
+func sweepEvery(ctx context.Context, st store.RoutingStore, every time.Duration, clk clock.Clock, logger *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	sweepOnTicks(ctx, st, t.C, every/sweepShare, clk, logger)
+}
+
+// sweepShare is the part of each interval the sweeper may spend sweeping:
+// a backlog drains at the store's pace while the rest of the interval
+// leaves the store to requests.
+const sweepShare = 2
+
+// sweepOnTicks runs one sweep slice of at most slice on each tick.
+func sweepOnTicks(ctx context.Context, st store.RoutingStore, ticks <-chan time.Time, slice time.Duration, clk clock.Clock, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			res, err := st.Sweep(ctx)
-			if err != nil {
-				logger.Warn("background sweep failed", slog.String("error", err.Error()))
-				continue
-			}
-			if n := len(res.Requeued) + len(res.Expired); n > 0 {
-				logger.Debug("swept", slog.Int("requeued", len(res.Requeued)), slog.Int("expired", len(res.Expired)))
-			}
-			if len(res.Lapsed) > 0 {
-				// Decision D6: a site that claims and never seals shows here.
-				logger.Info("sealing windows lapsed", slog.Int("lapsed", len(res.Lapsed)), slog.Any("job_ids", res.Lapsed))
-			}
+		case <-ticks:
+			sweepSlice(ctx, st, slice, clk, logger)
 		}
+	}
+}
+
+// sweepSlice sweeps again while a sweep reports work, as Sweep asks, until
+// the slice of time is spent: one bounded sweep per tick would drain an
+// expired backlog at one batch per interval.
+func sweepSlice(ctx context.Context, st store.RoutingStore, slice time.Duration, clk clock.Clock, logger *slog.Logger) {
+	until := clk.Now().Add(slice)
+	calls, requeued, expired := 0, 0, 0
+	for ctx.Err() == nil {
+		res, err := st.Sweep(ctx)
+		if err != nil {
+			logger.Warn("background sweep failed", slog.String("error", err.Error()))
+			break
+		}
+		calls++
+		requeued, expired = requeued+len(res.Requeued), expired+len(res.Expired)
+		if len(res.Lapsed) > 0 {
+			// Decision D6: a site that claims and never seals shows here.
+			logger.Info("sealing windows lapsed", slog.Int("lapsed", len(res.Lapsed)), slog.Any("job_ids", res.Lapsed))
+		}
+		if len(res.Requeued)+len(res.Expired) == 0 || !clk.Now().Before(until) {
+			break
+		}
+	}
+	if requeued+expired > 0 {
+		logger.Debug("swept", slog.Int("requeued", requeued), slog.Int("expired", expired), slog.Int("calls", calls))
 	}
 }
 

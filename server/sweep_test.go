@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/valkey"
+)
+
+// backlogStore is a store whose Sweep settles up to batch jobs of a backlog
+// per call, as a bounded store does; every other method is left out.
+type backlogStore struct {
+	store.RoutingStore
+	mu      sync.Mutex
+	backlog int
+	batch   int
+	calls   int
+	// onSweep runs after each call, under the lock, with the call's number.
+	onSweep func(call int) error
+}
+
+func (s *backlogStore) Sweep(context.Context) (store.SweepResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.onSweep != nil {
+		if err := s.onSweep(s.calls); err != nil {
+			return store.SweepResult{}, err
+		}
+	}
+	var res store.SweepResult
+	for range min(s.batch, s.backlog) {
+		res.Expired = append(res.Expired, "job-"+strconv.Itoa(s.backlog))
+		s.backlog--
+	}
+	return res, nil
+}
+
+func (s *backlogStore) state() (backlog, calls int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.backlog, s.calls
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Issue 12 finding 4: the sweeper made one bounded sweep per interval, so
+// a backlog drained at one batch per interval. Within its slice it now
+// sweeps again while a sweep reports work, and stops at the first that
+// reports none.
+func TestSweepSliceDrainsABacklogOfManyBatches(t *testing.T) {
+	st := &backlogStore{backlog: 10*512 + 7, batch: 512}
+	sweepSlice(t.Context(), st, time.Second, clock.NewManual(time.Unix(0, 0)), quietLogger())
+	backlog, calls := st.state()
+	require.Zero(t, backlog)
+	require.Equal(t, 12, calls, "eleven calls with work, then one that reports none")
+}
+
+func TestSweepSliceStopsWhenItsTimeIsSpent(t *testing.T) {
+	clk := clock.NewManual(time.Unix(0, 0))
+	st := &backlogStore{backlog: 10 * 512, batch: 512, onSweep: func(int) error {
+		clk.Advance(400 * time.Millisecond)
+		return nil
+	}}
+	sweepSlice(t.Context(), st, time.Second, clk, quietLogger())
+	backlog, calls := st.state()
+	require.Equal(t, 3, calls, "the third call ends past the slice")
+	require.Equal(t, 7*512, backlog, "the rest waits for the next tick")
+}
+
+func TestSweepSliceStopsAtAFailedSweep(t *testing.T) {
+	st := &backlogStore{backlog: 10 * 512, batch: 512, onSweep: func(call int) error {
+		if call == 2 {
+			return errors.New("store down")
+		}
+		return nil
+	}}
+	sweepSlice(t.Context(), st, time.Second, clock.NewManual(time.Unix(0, 0)), quietLogger())
+	_, calls := st.state()
+	require.Equal(t, 2, calls, "a failed sweep ends the slice; the next tick tries again")
+}
+
+// One tick drains a backlog many batches deep: the sweeper no longer
+// waits an interval per batch.
+func TestSweeperDrainsABacklogOnOneTick(t *testing.T) {
+	st := &backlogStore{backlog: 5*512 + 1, batch: 512}
+	ctx, cancel := context.WithCancel(t.Context())
+	ticks := make(chan time.Time)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sweepOnTicks(ctx, st, ticks, time.Hour, clock.NewManual(time.Unix(0, 0)), quietLogger())
+	}()
+	ticks <- time.Now()
+	require.Eventually(t, func() bool { backlog, _ := st.state(); return backlog == 0 }, 10*time.Second, time.Millisecond)
+	cancel()
+	<-done
+}
+
+// On a real Valkey store, one slice drains an expired backlog three
+// sweep batches deep.
+func TestSweepSliceDrainsAValkeyBacklog(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s, err := valkey.NewFromClient(srv.Client(t), valkeytest.Prefix(t))
+	require.NoError(t, err)
+	ctx := t.Context()
+	now, err := s.Now(ctx)
+	require.NoError(t, err)
+	const backlog = 3*512 + 5
+	for i := range backlog {
+		st := protocol.JobStub{ID: fmt.Sprintf("j%04d", i), Kind: protocol.KindGenerate, Owner: "alice", Site: "SITE",
+			Audience: protocol.AudiencePublic, SizeClass: "small", DeadlineAt: now - time.Hour.Milliseconds()}
+		_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: "site", Stub: st})
+		require.NoError(t, err)
+	}
+	sweepSlice(ctx, s, time.Minute, clock.NewManual(time.Unix(0, 0)), quietLogger())
+	jobs, err := s.Jobs(ctx, 0)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "one slice settled every batch")
+}
