@@ -3,6 +3,7 @@ package valkey
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -376,4 +377,107 @@ func BenchmarkSweepDue(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*sweepBatch), "ns/job-settled")
+}
+
+// commandsRun sums INFO commandstats calls, the commands scripts run
+// included, leaving out the INFO this sends.
+func commandsRun(b *testing.B, c valkey.Client) int64 {
+	b.Helper()
+	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		n, _ := strconv.ParseInt(calls, 10, 64)
+		total += n
+	}
+	return total
+}
+
+// BenchmarkBoundedEmptyClaim measures an empty claim by a roster owner
+// (protocol "0": one route per roster member, two kinds) with 0 and 1,000
+// members, while 10k jobs of an owner nobody serves sit queued: the
+// commands it runs and its time must not grow with the empty routes.
+func BenchmarkBoundedEmptyClaim(b *testing.B) {
+	s, client := benchStore(b)
+	fill(b, s, "idle", "nobody", 0, 10_000)
+	for _, members := range []int{0, 1000} {
+		b.Run("roster="+strconv.Itoa(members), func(b *testing.B) {
+			in := claimInput("r1", 64)
+			in.Kinds = []string{protocol.KindGenerate, protocol.KindChat}
+			for i := range members {
+				in.Routes = append(in.Routes, store.Route{SiteID: testSite, Owner: "member-" + strconv.Itoa(i)})
+			}
+			st := &scriptTime{s: s}
+			before := commandsRun(b, client)
+			st.start(b)
+			b.ResetTimer()
+			for range b.N {
+				if got, err := s.Claim(context.Background(), in); err != nil || len(got) != 0 {
+					b.Fatalf("claim: %v %d", err, len(got))
+				}
+			}
+			b.StopTimer()
+			st.stop(b)
+			st.report(b, b.N, "", 0)
+			b.ReportMetric(float64(commandsRun(b, client)-before-1)/float64(b.N), "commands/claim")
+		})
+	}
+}
+
+// BenchmarkBoundedDrain drains 200,000 expired jobs (20,000 with -short)
+// queued where claims look, by one sweeper calling Sweep while it reports
+// work, as the server's sweeper does within its slice, while one daemon
+// claims in a loop. It reports the sweeper's expiries per second and the
+// claims' p99 and worst latency. Run it with -benchtime=1x.
+func BenchmarkBoundedDrain(b *testing.B) {
+	backlog := 200_000
+	if testing.Short() {
+		backlog = 20_000
+	}
+	for range b.N {
+		s, _ := benchStore(b)
+		fill(b, s, "old", "alice", 0, backlog)
+		advance(b, s, 25*time.Hour)
+		ctx, stop := context.WithCancel(context.Background())
+		latencies := make(chan []time.Duration)
+		go func() {
+			var ds []time.Duration
+			for ctx.Err() == nil {
+				at := time.Now()
+				if _, err := s.Claim(ctx, claimInput("r1", 1)); err != nil && ctx.Err() == nil {
+					b.Error(err)
+				}
+				ds = append(ds, time.Since(at))
+			}
+			latencies <- ds
+		}()
+		start := time.Now()
+		swept := 0
+		for {
+			res, err := s.Sweep(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			swept += len(res.Expired)
+			if len(res.Expired)+len(res.Requeued) == 0 {
+				break
+			}
+		}
+		elapsed := time.Since(start)
+		stop()
+		ds := <-latencies
+		slices.Sort(ds)
+		b.ReportMetric(float64(swept)/elapsed.Seconds(), "sweeper-expiries/s")
+		b.ReportMetric(float64(backlog)/elapsed.Seconds(), "all-expiries/s")
+		b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds())/1000, "claim-p99-ms")
+		b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1000, "claim-max-ms")
+		b.ReportMetric(float64(len(ds)), "claims")
+	}
 }

@@ -1,12 +1,15 @@
 package valkey
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/store"
 )
 
 // storedJobs counts the job records in the store.
@@ -48,4 +51,93 @@ func TestClaimSettlesAtMostItsBudget(t *testing.T) {
 		}
 	}
 	require.EqualValues(t, 1, storedJobs(t, s), "the claims dropped every expired job")
+}
+
+// rosterClaim is an empty claim by alice over her own route and one route
+// per roster member, two kinds, as protocol "0" names them.
+func rosterClaim(members int) store.ClaimInput {
+	in := claimInput("r1", 64)
+	in.Kinds = []string{protocol.KindGenerate, protocol.KindChat}
+	for i := range members {
+		in.Routes = append(in.Routes, store.Route{SiteID: testSite, Owner: "member-" + strconv.Itoa(i)})
+	}
+	return in
+}
+
+// commandsOf counts the commands one claim runs, those its script runs
+// included.
+func commandsOf(t *testing.T, s *Store, in store.ClaimInput) int {
+	t.Helper()
+	total := func() int {
+		n := 0
+		for _, c := range commandCounts(t, s.client) {
+			n += c
+		}
+		return n
+	}
+	before := total()
+	got, err := s.Claim(t.Context(), in)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	return total() - before
+}
+
+// Issue 12 finding 6: a claim opened a cursor per (route, kind) before
+// granting anything, so an owner with 1,000 roster members paid 2,007
+// commands on every empty poll. Queue counts let it open only queues with
+// work: 1,000 empty routes cost a couple of commands more than none.
+func TestClaimCostDoesNotGrowWithEmptyRoutes(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, quietClient(t, srv.Addr))
+	fill(t, s, "idle", "nobody", 0, 100)
+	none, roster := rosterClaim(0), rosterClaim(1000)
+	commandsOf(t, s, none) // the first claim counts queues never counted
+	commandsOf(t, s, roster)
+	atNone, atRoster := commandsOf(t, s, none), commandsOf(t, s, roster)
+	t.Logf("empty claim: %d commands with no roster, %d with 1,000 members", atNone, atRoster)
+	require.LessOrEqual(t, atRoster, atNone+4, "1,000 empty routes: %d commands against %d", atRoster, atNone)
+}
+
+// The counts follow every way into and out of a queue: a job enqueued for
+// one roster member among many is found, and once granted its queue reads
+// as empty again.
+func TestClaimFindsTheOneQueueWithWork(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, srv.Client(t))
+	in := rosterClaim(1000)
+	got, err := s.Claim(t.Context(), in)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	fill(t, s, "work", "member-500", 0, 3)
+	got, err = s.Claim(t.Context(), in)
+	require.NoError(t, err)
+	require.Equal(t, []string{"work-0", "work-1", "work-2"}, claimedIDs(got))
+	n, err := s.client.Do(t.Context(), s.client.B().Hget().Key(s.key("qcount")).Field(queuePrefixGo(store.Proto0, testSite, "member-500", protocol.KindGenerate)).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+// queuePrefixGo names a public claim queue as queue_prefix in common.lua
+// does.
+func queuePrefixGo(p store.Proto, site, owner, kind string) string {
+	return lencGo(strconv.Itoa(int(p))) + lencGo(site) + lencGo(owner) + lencGo(kind) + "p|"
+}
+
+// Queues filled by a relay that kept no counts are counted when first
+// named, and a count such a relay left wrong (a job it queued uncounted)
+// is mended by the next sweep.
+func TestQueueCountsAreTakenFromTheQueuesWhenMissingOrWrong(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, srv.Client(t))
+	ctx := t.Context()
+	mustEnqueue(t, s, "a", "b")
+	require.NoError(t, s.client.Do(ctx, s.client.B().Del().Key(s.key("qcount")).Build()).Error())
+	require.Equal(t, []string{"a"}, claimedIDs(mustClaim(t, s, "r1", 1)), "a queue never counted is counted")
+
+	field := queuePrefixGo(store.Proto0, testSite, "alice", protocol.KindGenerate)
+	require.NoError(t, s.client.Do(ctx, s.client.B().Hset().Key(s.key("qcount")).FieldValue().FieldValue(field, "0").Build()).Error())
+	require.Empty(t, mustClaim(t, s, "r1", 1), "a claim trusts a count of 0")
+	_, err := s.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b"}, claimedIDs(mustClaim(t, s, "r1", 1)), "the sweep recounted the queue")
 }

@@ -105,27 +105,75 @@ local function add(key, prefix, route)
     rprefix = rprefix, rlo = rlo, rhi = rhi, rbuf = {}, ri = 1, rmore = true, rn = 4,
   }
 end
--- Sticky places are read only when this runner has one at all, so a
--- claim by a runner nothing is re-offered to reads no more than before.
-local sticky_here = false
-if proto == '2' then
-  local mine = lenc(runner) .. lenc(proto)
-  sticky_here = #redis.call('ZRANGEBYLEX', K.sticky, '[' .. mine, '[' .. mine .. '\255', 'LIMIT', 0, 1) > 0
-end
-local function add_queue(prefix, route)
-  add(K.queue, prefix, route)
-  if sticky_here then
-    add(K.sticky, lenc(runner) .. prefix, route)
-  end
-end
+
+-- The queues the routes and kinds name, owner-only ones for the owner's
+-- own routes.
+local named = {}
 if max > 0 then
   for _, r in ipairs(routes) do
     local route = lenc(r.site) .. r.owner
     for _, kind in ipairs(kinds) do
-      add_queue(queue_prefix(proto, r.site, r.owner, kind, false), route)
+      named[#named + 1] = { prefix = queue_prefix(proto, r.site, r.owner, kind, false), route = route }
       if r.owner == owner then
-        add_queue(queue_prefix(proto, r.site, r.owner, kind, true), route)
+        named[#named + 1] = { prefix = queue_prefix(proto, r.site, r.owner, kind, true), route = route }
       end
+    end
+  end
+end
+
+-- A cursor is opened only on a queue that holds work: the queues' counts
+-- are read a chunk of fields per call, so a claim naming many empty
+-- queues costs a call per COUNT_CHUNK of them, not one each. A queue
+-- never counted is counted now, once.
+local COUNT_CHUNK = 1000
+for lo = 1, #named, COUNT_CHUNK do
+  local fields = {}
+  for i = lo, math.min(lo + COUNT_CHUNK - 1, #named) do
+    fields[#fields + 1] = named[i].prefix
+  end
+  local counts = redis.call('HMGET', K.qcount, unpack(fields))
+  for i, n in ipairs(counts) do
+    local q = named[lo + i - 1]
+    if not n then
+      n = queue_size(q.prefix)
+      redis.call('HSET', K.qcount, q.prefix, n)
+    end
+    if tonumber(n) > 0 then
+      add(K.queue, q.prefix, q.route)
+    end
+  end
+end
+
+-- queue_prefix_at reads the claim queue prefix a member carries from pos.
+local function queue_prefix_at(member, pos)
+  local at = pos
+  for _ = 1, 4 do
+    local _, after = unlenc(member, at)
+    if not after then
+      return nil
+    end
+    at = after
+  end
+  return string.sub(member, pos, at + 1)
+end
+
+-- Sticky places are read only where this runner has one: its few sticky
+-- entries name their queues. Past STICKY_PAGE of them, every named queue's
+-- sticky place is read.
+local STICKY_PAGE = 256
+if proto == '2' and max > 0 then
+  local mine = lenc(runner) .. lenc(proto)
+  local entries = redis.call('ZRANGEBYLEX', K.sticky, '[' .. mine, '[' .. mine .. '\255', 'LIMIT', 0, STICKY_PAGE)
+  local sticky_at = {}
+  for _, m in ipairs(entries) do
+    local q = queue_prefix_at(m, #lenc(runner) + 1)
+    if q then
+      sticky_at[q] = true
+    end
+  end
+  for _, q in ipairs(named) do
+    if #entries >= STICKY_PAGE or sticky_at[q.prefix] then
+      add(K.sticky, lenc(runner) .. q.prefix, q.route)
     end
   end
 end
@@ -185,6 +233,14 @@ local granted = {}
 local inspected = 0
 local runner_tag_len = #lenc(runner)
 
+-- unqueue removes an entry a cursor met that no job stands behind,
+-- keeping the queue's count.
+local function unqueue(c, member)
+  if redis.call('ZREM', c.key, member) == 1 and not c.sticky then
+    queue_count(c.prefix, -1)
+  end
+end
+
 -- consider grants the job behind one entry of cursor c, or leaves it.
 local function consider(c, member)
   local key = id_of(member, c.prefix)
@@ -196,7 +252,7 @@ local function consider(c, member)
   if how == 'missing' then
     -- An entry whose record vanished outside these scripts (an unreadable
     -- record dropped at its deadline): repair what this runner can see.
-    redis.call('ZREM', c.key, member)
+    unqueue(c, member)
     redis.call('ZREM', K.refusals, lenc(runner) .. member)
     return
   end
@@ -215,7 +271,7 @@ local function consider(c, member)
     end
   end
   if rec.qm ~= qm then
-    redis.call('ZREM', c.key, member) -- left by an earlier job under this key
+    unqueue(c, member) -- left by an earlier job under this key
     return
   end
   if rec.state ~= STATE_QUEUED or rec.cancelled == '1' then

@@ -35,6 +35,9 @@
 --   K.leases    hash  lease id -> job key, for current grants (kept by completion)
 --   K.byid      zset  lex, score 0: lenc(id) .. '|' .. seq16 .. key (every job)
 --   K.unsealed  hash  lenc(site) .. job owner -> proto-2 jobs awaiting a payload
+--   K.qcount    hash  queue prefix -> its entries in K.queue (kept at 0, not
+--                     deleted, so a queue never counted reads as unknown);
+--                     field '' holds the sweep's recount cursor
 --   K.seq       string  the enqueue and pairing sequence
 --   K.clock     string  the test clock lever, declared only in a store opened for tests
 --                     (testclock.lua); production scripts do not receive it
@@ -313,11 +316,33 @@ local function refusal_member(runner, rec)
   return lenc(runner) .. rec.qm
 end
 
+-- queue_size counts one claim queue's entries in K.queue, in O(log N).
+local function queue_size(prefix)
+  local lo, hi = lex_range(prefix)
+  return redis.call('ZLEXCOUNT', K.queue, lo, hi)
+end
+
+-- queue_count records that delta entries joined (or left) the claim queue
+-- prefix in K.queue, so a claim opens only the queues that hold work.
+-- Wherever a count comes to 1 or less it is taken again from the queue
+-- itself: a queue filled before counts were kept is counted then, and a
+-- count a claim reads as 0 is always exact.
+local function queue_count(prefix, delta)
+  if redis.call('HINCRBY', K.qcount, prefix, delta) <= 1 then
+    redis.call('HSET', K.qcount, prefix, queue_size(prefix))
+  end
+end
+
+-- queue_of is the claim queue prefix of a job's queue member.
+local function queue_of(key, rec)
+  return string.sub(rec.qm, 1, #rec.qm - 16 - #key)
+end
+
 -- queue_in and queue_out put a job in its claim queue (or, while it is
 -- re-offered to one runner, in that runner's sticky place) and take it
 -- out, keeping K.refusals to exactly the refusals of jobs in K.queue: a
 -- claim relies on every refusal it reads standing for an entry of the
--- queue.
+-- queue. They keep the queue's count too.
 local function queue_in(key, rec, now)
   local only = sticky_for(rec, now)
   if only then
@@ -325,14 +350,18 @@ local function queue_in(key, rec, now)
     redis.call('ZADD', K.reoffer, rec.runtil, key)
     return
   end
-  redis.call('ZADD', K.queue, 0, rec.qm)
+  if redis.call('ZADD', K.queue, 0, rec.qm) == 1 then
+    queue_count(queue_of(key, rec), 1)
+  end
   for _, r in ipairs(rec.refused) do
     redis.call('ZADD', K.refusals, 0, refusal_member(r, rec))
   end
 end
 
 local function queue_out(key, rec)
-  redis.call('ZREM', K.queue, rec.qm)
+  if redis.call('ZREM', K.queue, rec.qm) == 1 then
+    queue_count(queue_of(key, rec), -1)
+  end
   for _, r in ipairs(rec.refused) do
     redis.call('ZREM', K.refusals, refusal_member(r, rec))
   end
