@@ -112,15 +112,15 @@ func TestClaimFindsTheOneQueueWithWork(t *testing.T) {
 	got, err = s.Claim(t.Context(), in)
 	require.NoError(t, err)
 	require.Equal(t, []string{"work-0", "work-1", "work-2"}, claimedIDs(got))
-	n, err := s.client.Do(t.Context(), s.client.B().Hget().Key(s.key("qcount")).Field(queuePrefixGo(store.Proto0, testSite, "member-500", protocol.KindGenerate)).Build()).AsInt64()
+	n, err := s.client.Do(t.Context(), s.client.B().Hget().Key(s.key("qcount")).Field(routeFieldGo(store.Proto0, testSite, "member-500")).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
 
-// queuePrefixGo names a public claim queue as queue_prefix in common.lua
-// does.
-func queuePrefixGo(p store.Proto, site, owner, kind string) string {
-	return lencGo(strconv.Itoa(int(p))) + lencGo(site) + lencGo(owner) + lencGo(kind) + "p|"
+// routeFieldGo names a route's queues in the counts, as route_field in
+// common.lua does.
+func routeFieldGo(p store.Proto, site, owner string) string {
+	return lencGo(strconv.Itoa(int(p))) + lencGo(site) + lencGo(owner)
 }
 
 // Queues filled by a relay that kept no counts are counted when first
@@ -134,7 +134,7 @@ func TestQueueCountsAreTakenFromTheQueuesWhenMissingOrWrong(t *testing.T) {
 	require.NoError(t, s.client.Do(ctx, s.client.B().Del().Key(s.key("qcount")).Build()).Error())
 	require.Equal(t, []string{"a"}, claimedIDs(mustClaim(t, s, "r1", 1)), "a queue never counted is counted")
 
-	field := queuePrefixGo(store.Proto0, testSite, "alice", protocol.KindGenerate)
+	field := routeFieldGo(store.Proto0, testSite, "alice")
 	require.NoError(t, s.client.Do(ctx, s.client.B().Hset().Key(s.key("qcount")).FieldValue().FieldValue(field, "0").Build()).Error())
 	require.Empty(t, mustClaim(t, s, "r1", 1), "a claim trusts a count of 0")
 	_, err := s.Sweep(ctx)

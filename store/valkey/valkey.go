@@ -19,10 +19,12 @@ const (
 	// protocol.MaxClaim.
 	maxGrants = 1024
 	// sweepBatch is how many due entries per deadline index one Sweep
-	// settles; claimSettleBudget is how many jobs one claim may settle in
+	// settles: small enough that a claim queued behind a sweep of a large
+	// backlog waits a few milliseconds, while the sweeper calls again
+	// at once. claimSettleBudget is how many jobs one claim may settle in
 	// all, its sweep share and the jobs it steps over together, so a
 	// claim stays small however large an expired backlog is.
-	sweepBatch        = 512
+	sweepBatch        = 128
 	claimSettleBudget = 64
 	// readPage is how many records one read script returns, so a large
 	// listing never blocks the server for long.

@@ -106,74 +106,81 @@ local function add(key, prefix, route)
   }
 end
 
--- The queues the routes and kinds name, owner-only ones for the owner's
--- own routes.
-local named = {}
-if max > 0 then
-  for _, r in ipairs(routes) do
-    local route = lenc(r.site) .. r.owner
-    for _, kind in ipairs(kinds) do
-      named[#named + 1] = { prefix = queue_prefix(proto, r.site, r.owner, kind, false), route = route }
-      if r.owner == owner then
-        named[#named + 1] = { prefix = queue_prefix(proto, r.site, r.owner, kind, true), route = route }
-      end
-    end
-  end
-end
-
--- A cursor is opened only on a queue that holds work: the queues' counts
--- are read a chunk of fields per call, so a claim naming many empty
--- queues costs a call per COUNT_CHUNK of them, not one each. A queue
--- never counted is counted now, once.
-local COUNT_CHUNK = 1000
-for lo = 1, #named, COUNT_CHUNK do
-  local fields = {}
-  for i = lo, math.min(lo + COUNT_CHUNK - 1, #named) do
-    fields[#fields + 1] = named[i].prefix
-  end
-  local counts = redis.call('HMGET', K.qcount, unpack(fields))
-  for i, n in ipairs(counts) do
-    local q = named[lo + i - 1]
-    if not n then
-      n = queue_size(q.prefix)
-      redis.call('HSET', K.qcount, q.prefix, n)
-    end
-    if tonumber(n) > 0 then
-      add(K.queue, q.prefix, q.route)
-    end
-  end
-end
-
--- queue_prefix_at reads the claim queue prefix a member carries from pos.
-local function queue_prefix_at(member, pos)
+-- lenc_fields_at returns the end of n lenc'd strings a member carries
+-- from pos on, or nil.
+local function lenc_fields_at(member, pos, n)
   local at = pos
-  for _ = 1, 4 do
+  for _ = 1, n do
     local _, after = unlenc(member, at)
     if not after then
       return nil
     end
     at = after
   end
-  return string.sub(member, pos, at + 1)
+  return at
 end
 
--- Sticky places are read only where this runner has one: its few sticky
--- entries name their queues. Past STICKY_PAGE of them, every named queue's
--- sticky place is read.
+-- open adds the cursors of one route's queues the kinds name, owner-only
+-- ones on the owner's own routes, in the list key (K.queue, or K.sticky
+-- for this runner's sticky places).
+local function open(r, key)
+  local route = lenc(r.site) .. r.owner
+  local tag = ''
+  if key == K.sticky then
+    tag = lenc(runner)
+  end
+  for _, kind in ipairs(kinds) do
+    add(key, tag .. queue_prefix(proto, r.site, r.owner, kind, false), route)
+    if r.owner == owner then
+      add(key, tag .. queue_prefix(proto, r.site, r.owner, kind, true), route)
+    end
+  end
+end
+
+-- Cursors are opened only on the queues of routes that hold work: the
+-- routes' counts are read a chunk of fields per call, so a claim naming
+-- many empty routes costs a call per COUNT_CHUNK of them, not a call per
+-- queue. A route never counted is counted now, once.
+local COUNT_CHUNK = 1000
+local field_route = {}
+if max > 0 then
+  for lo = 1, #routes, COUNT_CHUNK do
+    local fields = {}
+    for i = lo, math.min(lo + COUNT_CHUNK - 1, #routes) do
+      fields[#fields + 1] = route_field(proto, routes[i].site, routes[i].owner)
+      field_route[fields[#fields]] = routes[i]
+    end
+    local counts = redis.call('HMGET', K.qcount, unpack(fields))
+    for i, n in ipairs(counts) do
+      if not n then
+        n = route_size(fields[i])
+        redis.call('HSET', K.qcount, fields[i], n)
+      end
+      if tonumber(n) > 0 then
+        open(routes[lo + i - 1], K.queue)
+      end
+    end
+  end
+end
+
+-- Sticky places are read only on routes where this runner has one: its
+-- few sticky entries name their routes. Past STICKY_PAGE of them, every
+-- route's sticky places are read.
 local STICKY_PAGE = 256
 if proto == '2' and max > 0 then
   local mine = lenc(runner) .. lenc(proto)
   local entries = redis.call('ZRANGEBYLEX', K.sticky, '[' .. mine, '[' .. mine .. '\255', 'LIMIT', 0, STICKY_PAGE)
-  local sticky_at = {}
+  local from = #lenc(runner) + 1
   for _, m in ipairs(entries) do
-    local q = queue_prefix_at(m, #lenc(runner) + 1)
-    if q then
-      sticky_at[q] = true
+    local stop = lenc_fields_at(m, from, 3)
+    local r = stop and field_route[string.sub(m, from, stop - 1)]
+    if r then
+      open(r, K.sticky)
     end
   end
-  for _, q in ipairs(named) do
-    if #entries >= STICKY_PAGE or sticky_at[q.prefix] then
-      add(K.sticky, lenc(runner) .. q.prefix, q.route)
+  if #entries >= STICKY_PAGE then
+    for _, r in ipairs(routes) do
+      open(r, K.sticky)
     end
   end
 end
@@ -237,7 +244,10 @@ local runner_tag_len = #lenc(runner)
 -- keeping the queue's count.
 local function unqueue(c, member)
   if redis.call('ZREM', c.key, member) == 1 and not c.sticky then
-    queue_count(c.prefix, -1)
+    local stop = lenc_fields_at(member, 1, 3)
+    if stop then
+      queue_count(string.sub(member, 1, stop - 1), -1)
+    end
   end
 end
 

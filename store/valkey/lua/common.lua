@@ -35,9 +35,10 @@
 --   K.leases    hash  lease id -> job key, for current grants (kept by completion)
 --   K.byid      zset  lex, score 0: lenc(id) .. '|' .. seq16 .. key (every job)
 --   K.unsealed  hash  lenc(site) .. job owner -> proto-2 jobs awaiting a payload
---   K.qcount    hash  queue prefix -> its entries in K.queue (kept at 0, not
---                     deleted, so a queue never counted reads as unknown);
---                     field '' holds the sweep's recount cursor
+--   K.qcount    hash  lenc(proto) .. lenc(site) .. lenc(job owner) -> the entries
+--                     of that route's queues in K.queue (kept at 0, not deleted,
+--                     so a route never counted reads as unknown); field '' holds
+--                     the sweep's recount cursor
 --   K.seq       string  the enqueue and pairing sequence
 --   K.clock     string  the test clock lever, declared only in a store opened for tests
 --                     (testclock.lua); production scripts do not receive it
@@ -316,26 +317,27 @@ local function refusal_member(runner, rec)
   return lenc(runner) .. rec.qm
 end
 
--- queue_size counts one claim queue's entries in K.queue, in O(log N).
-local function queue_size(prefix)
-  local lo, hi = lex_range(prefix)
-  return redis.call('ZLEXCOUNT', K.queue, lo, hi)
+-- route_field names a route's queues of one protocol in K.qcount: the
+-- start their queue prefixes share.
+local function route_field(proto, site, owner)
+  return lenc(proto) .. lenc(site) .. lenc(owner)
 end
 
--- queue_count records that delta entries joined (or left) the claim queue
--- prefix in K.queue, so a claim opens only the queues that hold work.
--- Wherever a count comes to 1 or less it is taken again from the queue
--- itself: a queue filled before counts were kept is counted then, and a
--- count a claim reads as 0 is always exact.
-local function queue_count(prefix, delta)
-  if redis.call('HINCRBY', K.qcount, prefix, delta) <= 1 then
-    redis.call('HSET', K.qcount, prefix, queue_size(prefix))
+-- route_size counts the entries of a route's queues in K.queue, in
+-- O(log N).
+local function route_size(field)
+  return redis.call('ZLEXCOUNT', K.queue, '[' .. field, '[' .. field .. '\255')
+end
+
+-- queue_count records that delta entries joined (or left) a route's queues
+-- in K.queue, so a claim opens only the queues of routes that hold work.
+-- Wherever a count comes to 1 or less it is taken again from the queues
+-- themselves: queues filled before counts were kept are counted then, and
+-- a count a claim reads as 0 is always exact.
+local function queue_count(field, delta)
+  if redis.call('HINCRBY', K.qcount, field, delta) <= 1 then
+    redis.call('HSET', K.qcount, field, route_size(field))
   end
-end
-
--- queue_of is the claim queue prefix of a job's queue member.
-local function queue_of(key, rec)
-  return string.sub(rec.qm, 1, #rec.qm - 16 - #key)
 end
 
 -- queue_in and queue_out put a job in its claim queue (or, while it is
@@ -351,7 +353,7 @@ local function queue_in(key, rec, now)
     return
   end
   if redis.call('ZADD', K.queue, 0, rec.qm) == 1 then
-    queue_count(queue_of(key, rec), 1)
+    queue_count(route_field(rec.proto, rec.site, rec.jowner), 1)
   end
   for _, r in ipairs(rec.refused) do
     redis.call('ZADD', K.refusals, 0, refusal_member(r, rec))
@@ -360,7 +362,7 @@ end
 
 local function queue_out(key, rec)
   if redis.call('ZREM', K.queue, rec.qm) == 1 then
-    queue_count(queue_of(key, rec), -1)
+    queue_count(route_field(rec.proto, rec.site, rec.jowner), -1)
   end
   for _, r in ipairs(rec.refused) do
     redis.call('ZREM', K.refusals, refusal_member(r, rec))

@@ -10,7 +10,7 @@
 local now = clock_now()
 local batch = tonumber(ARGV[1])
 
--- recount_queues checks about n queue counts against their queues, taking
+-- recount_queues checks about n route counts against their queues, taking
 -- the counts in turn across calls (the cursor is kept in field ''), so a
 -- count a relay that kept none left wrong is mended within a few sweeps.
 local function recount_queues(n)
@@ -19,7 +19,7 @@ local function recount_queues(n)
   local f = scan[2]
   for i = 1, #f - 1, 2 do
     if f[i] ~= '' then
-      local size = queue_size(f[i])
+      local size = route_size(f[i])
       if tonumber(f[i + 1]) ~= size then
         redis.call('HSET', K.qcount, f[i], size)
       end
