@@ -431,3 +431,22 @@ func TestListingsAreNotRetriedByTheClient(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, sent, "a small read is retried")
 }
+
+// TestJobSummariesReadLengthsNotBodies: the debug page's listing of a job
+// holding a 1 MiB result reads its length, not its bytes.
+func TestJobSummariesReadLengthsNotBodies(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, srv.Client(t))
+	ctx := t.Context()
+	finish(t, s, 1<<20, "big")
+	a := netOutput(t, s)
+	b := netOutput(t, s)
+	sums, err := s.JobSummaries(ctx, 0)
+	require.NoError(t, err)
+	c := netOutput(t, s)
+	require.Less(t, (c-b)-(b-a), int64(4096), "bytes sent by Valkey for the debug listing")
+	require.Len(t, sums, 1)
+	require.Greater(t, sums[0].ResultBytes, int64(1<<20))
+	require.Positive(t, sums[0].PayloadBytes)
+	require.Equal(t, "ok", sums[0].Disposition)
+}

@@ -486,6 +486,35 @@ func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
 	})
 }
 
+// JobSummaries implements store.RoutingStore: a job's payload and result
+// are read as their stored lengths, never their bytes.
+func (s *Store) JobSummaries(ctx context.Context, limit int) ([]store.JobSummary, error) {
+	return scorePages(ctx, s, opJobSummaries, limit, 5, func(ms []valkey.ValkeyMessage) ([]store.JobSummary, error) {
+		out := make([]store.JobSummary, 0, len(ms)/5)
+		for i := 0; i < len(ms); i += 5 {
+			id, err1 := ms[i].ToString()
+			raw, err2 := nullable(ms[i+2])
+			payload, err3 := ms[i+3].AsInt64()
+			result, err4 := ms[i+4].AsInt64()
+			if err := errors.Join(err1, err2, err3, err4); err != nil {
+				return nil, fmt.Errorf("valkey store: %s: %w", opJobSummaries, err)
+			}
+			if raw == nil {
+				continue
+			}
+			j, err := decodeJob(id, *raw, nil, nil)
+			if errors.Is(err, errUnreadable) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("valkey store: %s: %w", opJobSummaries, err)
+			}
+			out = append(out, store.JobSummary{Job: j, PayloadBytes: payload, ResultBytes: result})
+		}
+		return out, nil
+	})
+}
+
 // scorePages reads up to limit values (all when limit <= 0) from a listing
 // ordered by a sequence score, in pages of at most readPage entries. Each
 // entry is width reply elements, the second of them its score; decode
