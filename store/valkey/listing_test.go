@@ -450,3 +450,29 @@ func TestJobSummariesReadLengthsNotBodies(t *testing.T) {
 	require.Positive(t, sums[0].PayloadBytes)
 	require.Equal(t, "ok", sums[0].Disposition)
 }
+
+// TestJobsPagesAreBoundedInBytes: Jobs, which carries bodies, reads them
+// in pages of at most listPageBytes (one larger job alone), and still
+// lists every job.
+func TestJobsPagesAreBoundedInBytes(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, srv.Client(t))
+	ctx := t.Context()
+	finish(t, s, listPageBytes/3, numberedIDs(4, "j")...)
+	calls := recordCalls(s)
+	all, err := s.Jobs(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, numberedIDs(4, "j"), func() []string {
+		var ids []string
+		for _, j := range all {
+			ids = append(ids, j.ID)
+		}
+		return ids
+	}())
+	// Two jobs (a third of a page each, plus a small payload) fit a page:
+	// two pages, then the empty one that ends the listing.
+	require.Len(t, calls(), 3)
+	three, err := s.Jobs(ctx, 3)
+	require.NoError(t, err)
+	require.Len(t, three, 3)
+}

@@ -516,7 +516,8 @@ func (s *Store) JobSummaries(ctx context.Context, limit int) ([]store.JobSummary
 }
 
 // scorePages reads up to limit values (all when limit <= 0) from a listing
-// ordered by a sequence score, in pages of at most readPage entries. Each
+// ordered by a sequence score, in pages of at most readPage entries (and,
+// for jobs, at most listPageBytes). Each
 // entry is width reply elements, the second of them its score; decode
 // turns one page of entries into values, leaving out those it cannot read.
 func scorePages[T any](ctx context.Context, s *Store, op store.Op, limit, width int, decode func([]valkey.ValkeyMessage) ([]T, error)) ([]T, error) {
@@ -527,7 +528,11 @@ func scorePages[T any](ctx context.Context, s *Store, op store.Op, limit, width 
 		if limit > 0 {
 			n = min(n, limit-len(out))
 		}
-		msg, err := s.exec(ctx, s.newCall(op, after, strconv.Itoa(n)))
+		args := []string{after, strconv.Itoa(n)}
+		if op == store.OpJobs {
+			args = append(args, strconv.Itoa(listPageBytes))
+		}
+		msg, err := s.exec(ctx, s.newCall(op, args...))
 		if err != nil {
 			return nil, err
 		}
@@ -546,7 +551,9 @@ func scorePages[T any](ctx context.Context, s *Store, op store.Op, limit, width 
 			return nil, err
 		}
 		out = append(out, values...)
-		if len(ms)/width < n {
+		// A jobs page may be cut short by its byte cap; only an empty one
+		// then says the listing is over.
+		if len(ms)/width < n && op != store.OpJobs {
 			break
 		}
 	}
