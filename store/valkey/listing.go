@@ -40,7 +40,7 @@ const (
 	// as read (as a pageful read at several moments) and not cached.
 	listingAttempts = 3
 	// cachedJobOverhead approximates the memory of one cached job beyond
-	// its stored bytes.
+	// its stored bytes, and of one cached listing beyond its jobs.
 	cachedJobOverhead = 256
 )
 
@@ -215,11 +215,11 @@ func (s *Store) readResults(ctx context.Context, siteID string, prev *siteListin
 	if err != nil {
 		return nil, false, err
 	}
-	l := &siteListing{site: siteID, token: tok}
+	l := &siteListing{site: siteID, token: tok, bytes: cachedJobOverhead}
 	for _, e := range ids {
 		c, ok := fetched[e.id]
 		if !ok {
-			if c, ok = known[e.id]; !ok || c.mark != e.mark {
+			if c, ok = known[e.id]; !ok || e.mark == "" || c.mark != e.mark {
 				continue // gone, or unreadable, by the time it was fetched
 			}
 		}
@@ -276,7 +276,7 @@ func (s *Store) resultBodies(ctx context.Context, siteID string, ids []string, t
 			return nil, false, err
 		}
 		ms, err := msg.ToArray()
-		if err != nil || len(ms) < 6 || (len(ms)-2)%4 != 0 {
+		if err != nil || len(ms) < 2 || (len(ms)-2)%4 != 0 {
 			return nil, false, fmt.Errorf("valkey store: %s: unexpected reply", opResultBodies)
 		}
 		tok, err := tokenOf(opResultBodies, ms)
@@ -284,6 +284,9 @@ func (s *Store) resultBodies(ctx context.Context, siteID string, ids []string, t
 			return nil, false, err
 		}
 		same = same && tok == token
+		if len(ms) == 2 {
+			return nil, false, fmt.Errorf("valkey store: %s: no job in the reply", opResultBodies)
+		}
 		for i := 2; i < len(ms); i += 4 {
 			c, ok, err := decodeListed(ms[i : i+4])
 			if err != nil {

@@ -25,20 +25,33 @@ import (
 // ciphertext is size bytes long (at least its tag).
 func finish(t testing.TB, s *Store, size int, ids ...string) {
 	t.Helper()
+	finishOn(t, s, testSite, size, ids...)
+}
+
+// finishOn is finish for the jobs of a site.
+func finishOn(t testing.TB, s *Store, site string, size int, ids ...string) {
+	t.Helper()
 	ctx := t.Context()
-	mustEnqueue(t, s, ids...)
+	for _, id := range ids {
+		_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: site, Stub: testStub(t, s, id)})
+		require.NoError(t, err)
+	}
+	in := claimInput("r1", protocol.MaxClaim)
+	in.Routes = []store.Route{{SiteID: site, Owner: "alice"}}
 	for done := 0; done < len(ids); {
-		got := mustClaim(t, s, "r1", protocol.MaxClaim)
+		got, err := s.Claim(ctx, in)
+		require.NoError(t, err)
 		require.NotEmpty(t, got, "every enqueued job is claimable")
 		for _, c := range got {
-			require.NoError(t, s.Payload(ctx, store.PayloadInput{JobID: c.ID, SiteID: testSite, Envelope: env(protocol.DirectionPayload, c.ID)}))
-			_, err := s.Fetch(ctx, leaseOf(c))
+			require.NoError(t, s.Payload(ctx, store.PayloadInput{JobID: c.ID, SiteID: site, Envelope: env(protocol.DirectionPayload, c.ID)}))
+			lease := store.LeaseInput{SiteID: site, JobID: c.ID, RunnerID: c.Lease.RunnerID, LeaseID: c.Lease.ID}
+			_, err := s.Fetch(ctx, lease)
 			require.NoError(t, err)
 			e := env(protocol.DirectionResult, c.ID)
 			if pad := size - len(e.Ciphertext); pad > 0 {
 				e.Ciphertext += strings.Repeat("x", pad)
 			}
-			_, err = s.Result(ctx, store.ResultInput{LeaseInput: leaseOf(c), Envelope: e, Disposition: "ok"})
+			_, err = s.Result(ctx, store.ResultInput{LeaseInput: lease, Envelope: e, Disposition: "ok"})
 			require.NoError(t, err)
 			done++
 		}
@@ -182,8 +195,8 @@ func TestResultsOneNewResultFetchesOnlyIt(t *testing.T) {
 	require.Equal(t, "new", got[50].ID)
 	require.Equal(t, []string{"new"}, bodiesAsked(calls()))
 
-	// A dropped job (past its deadline) changes the listing too, and
-	// costs no body at all.
+	// A cancel of a finished job changes its record: that job alone is
+	// read again.
 	_, err = s.Cancel(ctx, store.CancelInput{JobID: "j00007", SiteID: testSite})
 	require.NoError(t, err)
 	calls = recordCalls(s)
@@ -214,12 +227,13 @@ func TestResultsDroppedJobLeavesTheListing(t *testing.T) {
 
 // TestResultsCacheStaysWithinItsBound: listings of many sites never hold
 // more than the configured bytes, the least recently polled going first,
-// and a listing evicted is read again, whole and right.
+// and a listing not kept is read again, whole and right.
 func TestResultsCacheStaysWithinItsBound(t *testing.T) {
 	srv := valkeytest.Start(t)
 	s := newTestStore(t, srv.Client(t))
 	ctx := t.Context()
-	finish(t, s, 10_000, numberedIDs(20, "j")...) // about 220 KB listed
+	finishOn(t, s, testSite, 10_000, numberedIDs(20, "j")...) // about 220 KB listed
+	finishOn(t, s, "other", 10_000, numberedIDs(20, "o")...)
 	const bound = 300_000
 	s.results = newResultsCache(bound)
 	want, err := s.Results(ctx, testSite)
@@ -228,27 +242,24 @@ func TestResultsCacheStaysWithinItsBound(t *testing.T) {
 	used := s.results.bytesUsed()
 	require.Positive(t, used)
 	require.LessOrEqual(t, used, int64(bound))
+	require.NotNil(t, s.results.get(testSite))
 
 	// A second listing of the same size does not fit beside it: the
-	// first goes.
-	other := *s
-	other.results = s.results
-	for i := range 20 {
-		id := fmt.Sprintf("o%02d", i)
-		_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: "other", Stub: protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: "alice", Audience: "team", DeadlineAt: 4_000_000_000_000}})
-		require.NoError(t, err)
-	}
-	_, err = s.Results(ctx, "other")
+	// least recently polled goes.
+	others, err := s.Results(ctx, "other")
 	require.NoError(t, err)
+	require.Len(t, others, 20)
 	require.LessOrEqual(t, s.results.bytesUsed(), int64(bound))
-	// "other" lists nothing, so both fit; force the point with a bound
-	// below one listing: nothing is kept, and answers stay whole.
+	require.Nil(t, s.results.get(testSite))
+	require.NotNil(t, s.results.get("other"))
+
+	// Below one listing, nothing is kept, and answers stay whole.
 	s.results = newResultsCache(used - 1)
 	for range 2 {
 		got, err := s.Results(ctx, testSite)
 		require.NoError(t, err)
 		require.Equal(t, want, got)
-		require.LessOrEqual(t, s.results.bytesUsed(), used-1)
+		require.Zero(t, s.results.bytesUsed())
 	}
 }
 
@@ -475,4 +486,42 @@ func TestJobsPagesAreBoundedInBytes(t *testing.T) {
 	three, err := s.Jobs(ctx, 3)
 	require.NoError(t, err)
 	require.Len(t, three, 3)
+}
+
+// TestResultsWithoutAVersionStillSeeJobsComeAndGo: jobs finished by a
+// relay that keeps no results version (no marks, no version) are listed,
+// read afresh whenever the listing changes, and a job that relay drops
+// leaves the listing, since the count of listed jobs is checked too.
+func TestResultsWithoutAVersionStillSeeJobsComeAndGo(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, srv.Client(t))
+	ctx := t.Context()
+	finish(t, s, 0, "a", "b")
+	require.NoError(t, s.client.Do(ctx, s.client.B().Del().Key(s.key("listing")).Build()).Error())
+	got, err := s.Results(ctx, testSite)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+
+	calls := recordCalls(s)
+	_, err = s.Results(ctx, testSite)
+	require.NoError(t, err)
+	require.Len(t, calls(), 1, "unchanged: the version call alone")
+
+	// What an older relay's drop of b does: its record and entries go,
+	// and no version moves.
+	key := jobKey(testSite, "b")
+	members, err := s.client.Do(ctx, s.client.B().Zrange().Key(s.key("finished")).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	for _, m := range members {
+		if strings.HasSuffix(m, key) {
+			require.NoError(t, s.client.Do(ctx, s.client.B().Zrem().Key(s.key("finished")).Member(m).Build()).Error())
+		}
+	}
+	require.NoError(t, s.client.Do(ctx, s.client.B().Hdel().Key(s.key("job")).Field(key).Build()).Error())
+	calls = recordCalls(s)
+	got, err = s.Results(ctx, testSite)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "a", got[0].ID)
+	require.Equal(t, []string{"a"}, bodiesAsked(calls()), "an unmarked job is read afresh")
 }
