@@ -115,7 +115,7 @@ func (i *instrumented) Jobs(ctx context.Context, limit int) ([]store.Job, error)
 }
 
 func (i *instrumented) JobSummaries(ctx context.Context, limit int) ([]store.JobSummary, error) {
-	return timed(i, store.OpJobs, func() ([]store.JobSummary, error) { return i.next.JobSummaries(ctx, limit) })
+	return timed(i, store.OpJobSummaries, func() ([]store.JobSummary, error) { return i.next.JobSummaries(ctx, limit) })
 }
 
 func (i *instrumented) Pending(ctx context.Context, siteID string) ([]store.Job, error) {

@@ -33,7 +33,7 @@ func (r *Relay) serveDebug(c echo.Context) error {
 	ctx := c.Request().Context()
 	jobs, err := r.cfg.Store.JobSummaries(ctx, debugLimit)
 	if err != nil {
-		return codec.Failed(store.OpJobs, err)
+		return codec.Failed(store.OpJobSummaries, err)
 	}
 	people, err := r.cfg.Store.Runners(ctx, debugLimit)
 	if err != nil {

@@ -381,7 +381,7 @@ type RoutingStore interface {
 	// Jobs returns up to limit jobs in first-enqueue order (all when limit <= 0).
 	Jobs(ctx context.Context, limit int) ([]Job, error)
 	// JobSummaries is Jobs for the debug page: sizes instead of payloads
-	// and results. It serves OpJobs too.
+	// and results.
 	JobSummaries(ctx context.Context, limit int) ([]JobSummary, error)
 	// Pending returns the site's jobs awaiting a payload, in first-enqueue order.
 	Pending(ctx context.Context, siteID string) ([]Job, error)

@@ -21,12 +21,9 @@ const (
 	opResultsVersion store.Op = "resultsVersion"
 	// opResultBodies reads the records and results of named done jobs.
 	opResultBodies store.Op = "resultBodies"
-	// opJobSummaries reads jobs with the sizes of their payloads and
-	// results, for the debug page.
-	opJobSummaries store.Op = "jobSummaries"
 )
 
-var storeOnlyOps = []store.Op{opResultsVersion, opResultBodies, opJobSummaries}
+var storeOnlyOps = []store.Op{opResultsVersion, opResultBodies}
 
 const (
 	// DefaultResultsCacheBytes bounds each replica's cache of results

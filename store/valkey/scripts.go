@@ -45,7 +45,7 @@ type script struct {
 func isReadOnly(op store.Op) bool {
 	switch op {
 	case store.OpNow, store.OpJob, store.OpJobs, store.OpPending, store.OpResults, store.OpPresence, store.OpRunners,
-		opResultsVersion, opResultBodies, opJobSummaries:
+		store.OpJobSummaries, opResultsVersion, opResultBodies:
 		return true
 	}
 	return false
@@ -57,7 +57,7 @@ func isReadOnly(op store.Op) bool {
 // caller polls again instead.
 func isListing(op store.Op) bool {
 	switch op {
-	case store.OpJobs, store.OpPending, store.OpResults, store.OpRunners, opResultBodies, opJobSummaries:
+	case store.OpJobs, store.OpPending, store.OpResults, store.OpRunners, store.OpJobSummaries, opResultBodies:
 		return true
 	}
 	return false

@@ -489,7 +489,7 @@ func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
 // JobSummaries implements store.RoutingStore: a job's payload and result
 // are read as their stored lengths, never their bytes.
 func (s *Store) JobSummaries(ctx context.Context, limit int) ([]store.JobSummary, error) {
-	return scorePages(ctx, s, opJobSummaries, limit, 5, func(ms []valkey.ValkeyMessage) ([]store.JobSummary, error) {
+	return scorePages(ctx, s, store.OpJobSummaries, limit, 5, func(ms []valkey.ValkeyMessage) ([]store.JobSummary, error) {
 		out := make([]store.JobSummary, 0, len(ms)/5)
 		for i := 0; i < len(ms); i += 5 {
 			id, err1 := ms[i].ToString()
@@ -497,7 +497,7 @@ func (s *Store) JobSummaries(ctx context.Context, limit int) ([]store.JobSummary
 			payload, err3 := ms[i+3].AsInt64()
 			result, err4 := ms[i+4].AsInt64()
 			if err := errors.Join(err1, err2, err3, err4); err != nil {
-				return nil, fmt.Errorf("valkey store: %s: %w", opJobSummaries, err)
+				return nil, fmt.Errorf("valkey store: %s: %w", store.OpJobSummaries, err)
 			}
 			if raw == nil {
 				continue
@@ -507,7 +507,7 @@ func (s *Store) JobSummaries(ctx context.Context, limit int) ([]store.JobSummary
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("valkey store: %s: %w", opJobSummaries, err)
+				return nil, fmt.Errorf("valkey store: %s: %w", store.OpJobSummaries, err)
 			}
 			out = append(out, store.JobSummary{Job: j, PayloadBytes: payload, ResultBytes: result})
 		}
