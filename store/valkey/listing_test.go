@@ -299,7 +299,7 @@ func TestResultsConcurrentChangeIsNeverMissed(t *testing.T) {
 	s := newTestStore(t, client)
 	ctx := t.Context()
 	finish(t, s, 0, "a", "b")
-	writer, err := NewFromClient(client, s.prefix)
+	writer, err := NewFromClientForTest(client, s.prefix)
 	require.NoError(t, err)
 
 	changed := false
@@ -386,7 +386,9 @@ func (d *replyDropper) forward(c, up net.Conn, lost *atomic.Bool) {
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
-			hit := bytes.Contains(buf[:n], d.needle)
+			d.mu.Lock()
+			hit := len(d.needle) > 0 && bytes.Contains(buf[:n], d.needle)
+			d.mu.Unlock()
 			if hit {
 				d.mu.Lock()
 				d.seen++
@@ -405,6 +407,12 @@ func (d *replyDropper) forward(c, up net.Conn, lost *atomic.Bool) {
 	}
 }
 
+func (d *replyDropper) setNeedle(needle []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.needle = needle
+}
+
 func (d *replyDropper) requests() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -420,16 +428,17 @@ func TestListingsAreNotRetriedByTheClient(t *testing.T) {
 	s := newTestStore(t, srv.Client(t))
 	ctx := t.Context()
 	finish(t, s, 0, "a")
-	require.NoError(t, s.LoadScripts(ctx))
 	try := func(op store.Op, run func(*Store) error) (int, error) {
-		sum := sha1.Sum([]byte(s.scripts[op].source))
-		d := &replyDropper{needle: []byte(hex.EncodeToString(sum[:]))}
+		d := &replyDropper{}
 		addr := d.serve(t, srv.Addr)
 		client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
 		require.NoError(t, err)
 		t.Cleanup(client.Close)
-		through, err := NewFromClient(client, s.prefix)
+		through, err := NewFromClientForTest(client, s.prefix)
 		require.NoError(t, err)
+		require.NoError(t, through.LoadScripts(ctx))
+		sum := sha1.Sum([]byte(through.scripts[op].source))
+		d.setNeedle([]byte(hex.EncodeToString(sum[:])))
 		err = run(through)
 		t.Logf("%s: %d requests over %d connections", op, d.requests(), d.conns)
 		return d.requests(), err
