@@ -114,6 +114,10 @@ func (i *instrumented) Jobs(ctx context.Context, limit int) ([]store.Job, error)
 	return timed(i, store.OpJobs, func() ([]store.Job, error) { return i.next.Jobs(ctx, limit) })
 }
 
+func (i *instrumented) JobSummaries(ctx context.Context, limit int) ([]store.JobSummary, error) {
+	return timed(i, store.OpJobSummaries, func() ([]store.JobSummary, error) { return i.next.JobSummaries(ctx, limit) })
+}
+
 func (i *instrumented) Pending(ctx context.Context, siteID string) ([]store.Job, error) {
 	return timed(i, store.OpPending, func() ([]store.Job, error) { return i.next.Pending(ctx, siteID) })
 }

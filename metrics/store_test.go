@@ -35,6 +35,7 @@ func TestEveryOperationIsLabelledWithItsOp(t *testing.T) {
 	_, _ = st.Sweep(ctx)
 	_, _, _ = st.Job(ctx, "s", "j")
 	_, _ = st.Jobs(ctx, 0)
+	_, _ = st.JobSummaries(ctx, 0)
 	_, _ = st.Pending(ctx, "s")
 	_, _ = st.Results(ctx, "s")
 	_, _, _ = st.Presence(ctx, "r")

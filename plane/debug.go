@@ -31,9 +31,9 @@ var escapeHTML = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`
 // lease ids, envelopes or ciphertexts. It does not sweep.
 func (r *Relay) serveDebug(c echo.Context) error {
 	ctx := c.Request().Context()
-	jobs, err := r.cfg.Store.Jobs(ctx, debugLimit)
+	jobs, err := r.cfg.Store.JobSummaries(ctx, debugLimit)
 	if err != nil {
-		return codec.Failed(store.OpJobs, err)
+		return codec.Failed(store.OpJobSummaries, err)
 	}
 	people, err := r.cfg.Store.Runners(ctx, debugLimit)
 	if err != nil {
@@ -66,14 +66,14 @@ func (r *Relay) serveDebug(c echo.Context) error {
 			}
 		}
 		result := "—"
-		if j.Result != nil {
+		if j.ResultBytes > 0 {
 			result = j.Disposition
 			if result == "" {
 				result = "?"
 			}
 		}
 		cells := []string{escapeHTML(j.ID), escapeHTML(j.Stub.Kind), escapeHTML(j.Stub.Owner), escapeHTML(j.Stub.Audience),
-			escapeHTML(j.Stub.SizeClass), yesNo(j.Stub.Streaming), state, escapeHTML(claimedBy), sealedOrDash(j.Payload != nil), escapeHTML(result)}
+			escapeHTML(j.Stub.SizeClass), yesNo(j.Stub.Streaming), state, escapeHTML(claimedBy), sealedOrDash(j.PayloadBytes > 0), escapeHTML(result)}
 		b.WriteString("<tr><td>" + strings.Join(cells, "</td><td>") + "</td></tr>")
 	}
 	b.WriteString("</table>")

@@ -178,6 +178,10 @@ func (b *bounded) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
 	return within(ctx, b.timeout, func(ctx context.Context) ([]store.Job, error) { return b.next.Jobs(ctx, limit) })
 }
 
+func (b *bounded) JobSummaries(ctx context.Context, limit int) ([]store.JobSummary, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) ([]store.JobSummary, error) { return b.next.JobSummaries(ctx, limit) })
+}
+
 func (b *bounded) Pending(ctx context.Context, siteID string) ([]store.Job, error) {
 	return within(ctx, b.timeout, func(ctx context.Context) ([]store.Job, error) { return b.next.Pending(ctx, siteID) })
 }

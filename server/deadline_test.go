@@ -98,6 +98,9 @@ func (s *deadlineSpy) Job(ctx context.Context, _, _ string) (store.Job, bool, er
 func (s *deadlineSpy) Jobs(ctx context.Context, _ int) ([]store.Job, error) {
 	return nil, s.saw(ctx, "Jobs")
 }
+func (s *deadlineSpy) JobSummaries(ctx context.Context, _ int) ([]store.JobSummary, error) {
+	return nil, s.saw(ctx, "JobSummaries")
+}
 func (s *deadlineSpy) Pending(ctx context.Context, _ string) ([]store.Job, error) {
 	return nil, s.saw(ctx, "Pending")
 }

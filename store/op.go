@@ -23,6 +23,7 @@ const (
 	OpSweep          Op = "sweep"
 	OpJob            Op = "job"
 	OpJobs           Op = "jobs"
+	OpJobSummaries   Op = "jobSummaries"
 	OpPending        Op = "pending"
 	OpResults        Op = "results"
 	OpPresence       Op = "presence"
@@ -41,7 +42,7 @@ const (
 func Ops() []Op {
 	return []Op{
 		OpNow, OpEnqueue, OpClaim, OpFetch, OpResult, OpRelease, OpPayload, OpCancel, OpCancelRequests,
-		OpRenew, OpPair, OpTouch, OpSweep, OpJob, OpJobs, OpPending, OpResults, OpPresence, OpRunners, OpPing,
+		OpRenew, OpPair, OpTouch, OpSweep, OpJob, OpJobs, OpJobSummaries, OpPending, OpResults, OpPresence, OpRunners, OpPing,
 	}
 }
 

@@ -104,6 +104,16 @@ type Job struct {
 	RetryAfter map[string]int64
 }
 
+// JobSummary is a job as the debug page shows it: the job without its
+// payload and result, and a size in bytes for each, positive exactly when
+// one is stored (each store measures its own stored form), so that
+// listing it never reads a sealed body.
+type JobSummary struct {
+	Job
+	PayloadBytes int64
+	ResultBytes  int64
+}
+
 // Clone returns a copy of j that shares nothing a caller could change.
 func (j Job) Clone() Job {
 	j.RefusedBy = slices.Clone(j.RefusedBy)
@@ -370,6 +380,9 @@ type RoutingStore interface {
 	Job(ctx context.Context, siteID, id string) (Job, bool, error)
 	// Jobs returns up to limit jobs in first-enqueue order (all when limit <= 0).
 	Jobs(ctx context.Context, limit int) ([]Job, error)
+	// JobSummaries is Jobs for the debug page: sizes instead of payloads
+	// and results.
+	JobSummaries(ctx context.Context, limit int) ([]JobSummary, error)
 	// Pending returns the site's jobs awaiting a payload, in first-enqueue order.
 	Pending(ctx context.Context, siteID string) ([]Job, error)
 	// Results returns the site's done jobs that hold a result, in

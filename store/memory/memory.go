@@ -562,6 +562,33 @@ func (s *Store) Jobs(_ context.Context, limit int) ([]store.Job, error) {
 	return out, nil
 }
 
+// JobSummaries implements store.RoutingStore.
+func (s *Store) JobSummaries(_ context.Context, limit int) ([]store.JobSummary, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []store.JobSummary{}
+	for _, r := range s.order {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		if r.gone {
+			continue
+		}
+		// Sizes are the ciphertexts' (at least 1, so that a stored
+		// envelope always shows).
+		sum := store.JobSummary{Job: copyJob(&r.job)}
+		if sum.Payload != nil {
+			sum.PayloadBytes = max(1, int64(len(sum.Payload.Ciphertext)))
+		}
+		if sum.Result != nil {
+			sum.ResultBytes = max(1, int64(len(sum.Result.Ciphertext)))
+		}
+		sum.Payload, sum.Result = nil, nil
+		out = append(out, sum)
+	}
+	return out, nil
+}
+
 // Pending implements store.RoutingStore.
 func (s *Store) Pending(_ context.Context, siteID string) ([]store.Job, error) {
 	return s.siteJobs(siteID, func(j *store.Job) bool { return j.State == store.AwaitingPayload }), nil

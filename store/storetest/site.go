@@ -43,6 +43,34 @@ func pendingContract(s suite) {
 // resultsContract lists the results cases.
 func resultsContract(s suite) {
 	s.run("lists the site's done jobs on every poll without consuming them", resultsListsSitesDoneJobsEvery) // B5, A15.3, F6
+	s.run("summarises jobs for the debug page with sizes, never bodies", resultsSummariesGiveSizesNotBodies)
+}
+
+func resultsSummariesGiveSizesNotBodies(t *testing.T, b *bundle) {
+	b.enqueue(t, "sealed", "done", "queued")
+	b.seal(t, b.claimOne(t, alice))
+	b.runToDone(t, b.claimOne(t, alice))
+	all, err := b.s.Jobs(b.ctx, 0)
+	require.NoError(t, err)
+	sums, err := b.s.JobSummaries(b.ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"sealed", "done", "queued"}, jobIDs(all))
+	require.Len(t, sums, len(all))
+	for i, sum := range sums {
+		require.Nil(t, sum.Payload, sum.ID)
+		require.Nil(t, sum.Result, sum.ID)
+		require.Equal(t, all[i].Payload != nil, sum.PayloadBytes > 0, sum.ID)
+		require.Equal(t, all[i].Result != nil, sum.ResultBytes > 0, sum.ID)
+		want := all[i].Clone()
+		want.Payload, want.Result = nil, nil
+		require.Equal(t, want, sum.Job)
+	}
+	require.Positive(t, sums[0].PayloadBytes)
+	require.Positive(t, sums[1].ResultBytes)
+	require.Zero(t, sums[2].PayloadBytes+sums[2].ResultBytes)
+	one, err := b.s.JobSummaries(b.ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, one, 1)
 }
 
 func payloadStoresPayloadJobAwaitingMakes(t *testing.T, b *bundle) {

@@ -53,6 +53,10 @@ type Options struct {
 	// (10 s and 5 s) let a frozen server hold them that long. 0 keeps
 	// those defaults.
 	Timeout time.Duration
+	// ResultsCacheBytes bounds the memory this replica spends caching the
+	// sites' results listings, least recently polled first to go (0 means
+	// DefaultResultsCacheBytes; negative caches nothing).
+	ResultsCacheBytes int64
 }
 
 // ValidatePrefix checks that a key prefix carries a hash tag, so that all
@@ -144,6 +148,9 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	s.owned = true
+	if o.ResultsCacheBytes != 0 {
+		s.results = newResultsCache(max(o.ResultsCacheBytes, 0))
+	}
 	if err := s.Ping(ctx); err != nil {
 		client.Close()
 		return nil, err

@@ -44,7 +44,20 @@ type script struct {
 
 func isReadOnly(op store.Op) bool {
 	switch op {
-	case store.OpNow, store.OpJob, store.OpJobs, store.OpPending, store.OpResults, store.OpPresence, store.OpRunners:
+	case store.OpNow, store.OpJob, store.OpJobs, store.OpPending, store.OpResults, store.OpPresence, store.OpRunners,
+		store.OpJobSummaries, opResultsVersion, opResultBodies:
+		return true
+	}
+	return false
+}
+
+// isListing marks the read scripts whose reply may be large. valkey-go
+// retries any read-only command after a lost reply, which would run such
+// a script again on a server that already spent the time; a listing's
+// caller polls again instead.
+func isListing(op store.Op) bool {
+	switch op {
+	case store.OpJobs, store.OpPending, store.OpResults, store.OpRunners, store.OpJobSummaries, opResultBodies:
 		return true
 	}
 	return false
@@ -64,7 +77,7 @@ func scripted() []store.Op {
 			out = append(out, op)
 		}
 	}
-	return out
+	return append(out, storeOnlyOps...)
 }
 
 // scriptKeys names the fixed keys every script receives as KEYS, in
@@ -89,7 +102,7 @@ var jobKeys = []string{"job", "payload", "result", "order", "queue", "deadline",
 	"awaiting", "finished", "cancels", "refusals"}
 
 // jobIndexes are the job indexes format "2" added.
-var jobIndexes = []string{"leases", "byid", "unsealed", "sticky", "reoffer", "qcount"}
+var jobIndexes = []string{"leases", "byid", "unsealed", "sticky", "reoffer", "qcount", "listing"}
 
 const legacyKey = "old_"
 
@@ -172,9 +185,14 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	b.WriteString("\n-- operation: " + string(op) + "\n")
 	b.WriteString(code)
 	sc.source = b.String()
-	if sc.readOnly {
+	switch {
+	case isListing(op):
+		// EVALSHA without the read-only flag or the retryable tag is the
+		// one script call valkey-go never re-sends by itself.
+		sc.run = valkey.NewLuaScript(sc.source)
+	case sc.readOnly:
 		sc.run = valkey.NewLuaScriptReadOnly(sc.source)
-	} else {
+	default:
 		// Retryable: every write script is safe to re-run with the same
 		// arguments, which is what a retry after a lost reply is.
 		sc.run = valkey.NewLuaScriptRetryable(sc.source)

@@ -38,7 +38,7 @@ type Store struct {
 	prefix  string
 	keys    []string
 	scripts map[store.Op]*script
-	results resultsCache
+	results *resultsCache
 	// testClock is set on a store opened for tests: its scripts obey the
 	// test clock lever at ClockKey.
 	testClock bool
@@ -74,7 +74,7 @@ func newFromClient(client valkey.Client, prefix string, testClock bool) (*Store,
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: prefix, scripts: scripts, testClock: testClock}
+	s := &Store{client: client, prefix: prefix, scripts: scripts, testClock: testClock, results: newResultsCache(DefaultResultsCacheBytes)}
 	for _, k := range declaredKeys(testClock) {
 		s.keys = append(s.keys, prefix+keySuffix(k))
 	}
@@ -432,9 +432,8 @@ func nullable(m valkey.ValkeyMessage) (*string, error) {
 }
 
 // jobsFrom decodes flat (id, record, payload, result) groups, skipping ids
-// whose record vanished and, in lists, records this code cannot read. A
-// results listing passes l to reuse earlier decodings.
-func jobsFrom(op store.Op, ms []valkey.ValkeyMessage, skipUnreadable bool, l *listing) ([]store.Job, error) {
+// whose record vanished and, in lists, records this code cannot read.
+func jobsFrom(op store.Op, ms []valkey.ValkeyMessage, skipUnreadable bool) ([]store.Job, error) {
 	if len(ms)%4 != 0 {
 		return nil, fmt.Errorf("valkey store: %s: reply of %d elements", op, len(ms))
 	}
@@ -451,13 +450,7 @@ func jobsFrom(op store.Op, ms []valkey.ValkeyMessage, skipUnreadable bool, l *li
 		if parts[0] == nil || parts[1] == nil {
 			continue
 		}
-		var j store.Job
-		var err error
-		if l != nil && parts[2] == nil {
-			j, err = l.decode(*parts[0], *parts[1], parts[3])
-		} else {
-			j, err = decodeJob(*parts[0], *parts[1], parts[2], parts[3])
-		}
+		j, err := decodeJob(*parts[0], *parts[1], parts[2], parts[3])
 		if err != nil {
 			if skipUnreadable && errors.Is(err, errUnreadable) {
 				continue
@@ -479,7 +472,7 @@ func (s *Store) Job(ctx context.Context, siteID, id string) (store.Job, bool, er
 	if err != nil {
 		return store.Job{}, false, fmt.Errorf("valkey store: job: %w", err)
 	}
-	jobs, err := jobsFrom(store.OpJob, ms, false, nil)
+	jobs, err := jobsFrom(store.OpJob, ms, false)
 	if err != nil || len(jobs) == 0 || jobs[0].SiteID != siteID {
 		return store.Job{}, false, err
 	}
@@ -493,12 +486,42 @@ func (s *Store) Jobs(ctx context.Context, limit int) ([]store.Job, error) {
 		for i := 0; i < len(ms); i += 5 {
 			flat = append(flat, ms[i], ms[i+2], ms[i+3], ms[i+4])
 		}
-		return jobsFrom(store.OpJobs, flat, true, nil)
+		return jobsFrom(store.OpJobs, flat, true)
+	})
+}
+
+// JobSummaries implements store.RoutingStore: a job's payload and result
+// are read as their stored lengths, never their bytes.
+func (s *Store) JobSummaries(ctx context.Context, limit int) ([]store.JobSummary, error) {
+	return scorePages(ctx, s, store.OpJobSummaries, limit, 5, func(ms []valkey.ValkeyMessage) ([]store.JobSummary, error) {
+		out := make([]store.JobSummary, 0, len(ms)/5)
+		for i := 0; i < len(ms); i += 5 {
+			id, err1 := ms[i].ToString()
+			raw, err2 := nullable(ms[i+2])
+			payload, err3 := ms[i+3].AsInt64()
+			result, err4 := ms[i+4].AsInt64()
+			if err := errors.Join(err1, err2, err3, err4); err != nil {
+				return nil, fmt.Errorf("valkey store: %s: %w", store.OpJobSummaries, err)
+			}
+			if raw == nil {
+				continue
+			}
+			j, err := decodeJob(id, *raw, nil, nil)
+			if errors.Is(err, errUnreadable) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("valkey store: %s: %w", store.OpJobSummaries, err)
+			}
+			out = append(out, store.JobSummary{Job: j, PayloadBytes: payload, ResultBytes: result})
+		}
+		return out, nil
 	})
 }
 
 // scorePages reads up to limit values (all when limit <= 0) from a listing
-// ordered by a sequence score, in pages of at most readPage entries. Each
+// ordered by a sequence score, in pages of at most readPage entries (and,
+// for jobs, at most listPageBytes). Each
 // entry is width reply elements, the second of them its score; decode
 // turns one page of entries into values, leaving out those it cannot read.
 func scorePages[T any](ctx context.Context, s *Store, op store.Op, limit, width int, decode func([]valkey.ValkeyMessage) ([]T, error)) ([]T, error) {
@@ -509,7 +532,11 @@ func scorePages[T any](ctx context.Context, s *Store, op store.Op, limit, width 
 		if limit > 0 {
 			n = min(n, limit-len(out))
 		}
-		msg, err := s.exec(ctx, s.newCall(op, after, strconv.Itoa(n)))
+		args := []string{after, strconv.Itoa(n)}
+		if op == store.OpJobs {
+			args = append(args, strconv.Itoa(listPageBytes))
+		}
+		msg, err := s.exec(ctx, s.newCall(op, args...))
 		if err != nil {
 			return nil, err
 		}
@@ -528,7 +555,9 @@ func scorePages[T any](ctx context.Context, s *Store, op store.Op, limit, width 
 			return nil, err
 		}
 		out = append(out, values...)
-		if len(ms)/width < n {
+		// A jobs page may be cut short by its byte cap; only an empty one
+		// then says the listing is over.
+		if len(ms)/width < n && op != store.OpJobs {
 			break
 		}
 	}
@@ -537,40 +566,33 @@ func scorePages[T any](ctx context.Context, s *Store, op store.Op, limit, width 
 
 // Pending implements store.RoutingStore.
 func (s *Store) Pending(ctx context.Context, siteID string) ([]store.Job, error) {
-	return s.siteJobs(ctx, store.OpPending, siteID, nil)
+	return s.siteJobs(ctx, store.OpPending, siteID)
 }
 
-// Results implements store.RoutingStore.
-func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error) {
-	l := s.results.begin(siteID)
-	jobs, err := s.siteJobs(ctx, store.OpResults, siteID, l)
-	if err == nil {
-		s.results.commit(siteID, l)
-	}
-	return jobs, err
-}
-
-func (s *Store) siteJobs(ctx context.Context, op store.Op, siteID string, l *listing) ([]store.Job, error) {
+// siteJobs reads a per-site listing in pages bounded in count and bytes.
+func (s *Store) siteJobs(ctx context.Context, op store.Op, siteID string) ([]store.Job, error) {
 	out := []store.Job{}
 	last := ""
 	for {
-		msg, err := s.exec(ctx, s.newCall(op, siteID, last, strconv.Itoa(readPage)))
+		msg, err := s.exec(ctx, s.newCall(op, siteID, last, strconv.Itoa(readPage), strconv.Itoa(listPageBytes)))
 		if err != nil {
 			return nil, err
 		}
 		ms, err := msg.ToArray()
-		if err != nil || len(ms) == 0 {
+		if err != nil || len(ms) < 2 {
 			return nil, fmt.Errorf("valkey store: %s: unexpected reply", op)
 		}
-		if last, err = ms[0].ToString(); err != nil {
+		last, err = ms[0].ToString()
+		more, err2 := ms[1].ToString()
+		if err := errors.Join(err, err2); err != nil {
 			return nil, fmt.Errorf("valkey store: %s: %w", op, err)
 		}
-		jobs, err := jobsFrom(op, ms[1:], true, l)
+		jobs, err := jobsFrom(op, ms[2:], true)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, jobs...)
-		if len(ms[1:])/4 < readPage {
+		if more != "1" {
 			return out, nil
 		}
 	}

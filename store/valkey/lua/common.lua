@@ -39,6 +39,8 @@
 --                     of that route's queues in K.queue (kept at 0, not deleted,
 --                     so a route never counted reads as unknown); field '' holds
 --                     the sweep's recount cursor
+--   K.listing   hash  'v|' .. site -> the site's results version; job key -> that
+--                     version when the listed (done) job last changed (its mark)
 --   K.seq       string  the enqueue and pairing sequence
 --   K.clock     string  the test clock lever, declared only in a store opened for tests
 --                     (testclock.lua); production scripts do not receive it
@@ -221,8 +223,29 @@ local function encode_job(rec)
   return write_record(rec, FORMAT, FIELDS, rec.refused)
 end
 
+-- listing_changed records a change to what a site's results listing holds:
+-- it moves the site's results version on and marks a still-listed job with
+-- it, so a replica that cached the listing refetches only marked-anew jobs.
+-- The version carries the server time beside its count, so a version lost
+-- in a failover is never reissued for other contents.
+local function listing_changed(site, key, listed)
+  local field = 'v|' .. site
+  local n = tonumber(string.match(redis.call('HGET', K.listing, field) or '', '^%d+')) or 0
+  local t = redis.call('TIME')
+  local v = (n + 1) .. '.' .. t[1] .. string.format('%06d', tonumber(t[2]))
+  redis.call('HSET', K.listing, field, v)
+  if listed then
+    redis.call('HSET', K.listing, key, v)
+  end
+end
+
+-- save stores a job record; every change to a done job's record is a
+-- change to its site's results listing.
 local function save(key, rec)
   redis.call('HSET', K.job, key, encode_job(rec))
+  if rec.state == STATE_DONE then
+    listing_changed(rec.site, key, true)
+  end
 end
 
 -- load returns the job record and a word: 'ok', 'missing' or 'unreadable'.
@@ -408,6 +431,9 @@ local function drop(key, rec)
   redis.call('ZREM', K.window, key)
   redis.call('ZREM', K.lease, key)
   redis.call('ZREM', K.reoffer, key)
+  if redis.call('HDEL', K.listing, key) == 1 then
+    listing_changed(unlenc(key, 1), key, false)
+  end
   if rec then
     await_out(key, rec)
     queue_out(key, rec)
@@ -833,24 +859,45 @@ local function id_of(member, prefix)
   return string.sub(member, #prefix + 17)
 end
 
+-- results_version reads what a replica's cached results listing of a site
+-- is checked by: the site's results version and how many jobs it lists
+-- (which also catches jobs finished by a relay that keeps no version).
+local function results_version(site)
+  local lo, hi = lex_range(list_prefix(site))
+  return { redis.call('HGET', K.listing, 'v|' .. site) or '', tostring(redis.call('ZLEXCOUNT', K.finished, lo, hi)) }
+end
+
 -- site_page reads a page of one site's jobs from a per-site lex index
 -- (awaiting or finished). ARGV: site, last member read ('' for the start),
--- page size. Reply: {last member, then id, record, false, result...}: the
--- site sealed the payload itself and polls these listings, so they leave
--- the payload out.
+-- page size, page byte cap (records and results; one job always fits).
+-- Reply: {last member, more '1'|'0', then id, record, false, result...}:
+-- the site sealed the payload itself and polls these listings, so they
+-- leave the payload out.
 local function site_page(index)
   local prefix = list_prefix(ARGV[1])
   local lo, hi = lex_range(prefix)
   if ARGV[2] ~= '' then
     lo = '(' .. ARGV[2]
   end
-  local members = redis.call('ZRANGEBYLEX', index, lo, hi, 'LIMIT', 0, tonumber(ARGV[3]))
-  local ids = {}
-  for i, m in ipairs(members) do
-    ids[i] = id_of(m, prefix)
+  local n, cap = tonumber(ARGV[3]), tonumber(ARGV[4])
+  local members = redis.call('ZRANGEBYLEX', index, lo, hi, 'LIMIT', 0, n)
+  local ids, bytes, last = {}, 0, ''
+  for _, m in ipairs(members) do
+    local key = id_of(m, prefix)
+    bytes = bytes + redis.call('HSTRLEN', K.job, key) + redis.call('HSTRLEN', K.result, key)
+    if #ids > 0 and bytes > cap then
+      break
+    end
+    ids[#ids + 1] = key
+    last = m
+  end
+  local more = '0'
+  if #ids < #members or #members == n then
+    more = '1'
   end
   local out = read_jobs(ids, false)
-  table.insert(out, 1, members[#members] or '')
+  table.insert(out, 1, more)
+  table.insert(out, 1, last)
   return out
 end
 
