@@ -163,6 +163,40 @@ func (e *Env) Swept(ctx context.Context, res store.SweepResult) {
 	}
 }
 
+// PendingJobs is the site's pending answer for its jobs awaiting a
+// payload: each with the grant the site must seal to. The entries have one
+// shape under every protocol.
+func PendingJobs(jobs []store.Job) []protocol.PendingJob {
+	out := make([]protocol.PendingJob, 0, len(jobs))
+	for _, j := range jobs {
+		if j.ClaimedBy == nil {
+			continue
+		}
+		out = append(out, protocol.PendingJob{
+			JobID: j.ID, Device: j.ClaimedBy.Device, RunnerID: j.ClaimedBy.RunnerID, LeaseID: j.ClaimedBy.LeaseID,
+			AwaitingUntil: j.AwaitingUntil, LeaseExpiresAt: j.ClaimedBy.LeaseExpiresAt,
+		})
+	}
+	return out
+}
+
+// FinishedJobs is the site's results answer for its finished jobs, each
+// with its result and who produced it. The entries have one shape under
+// every protocol.
+func FinishedJobs(jobs []store.Job) []protocol.FinishedJob {
+	out := make([]protocol.FinishedJob, 0, len(jobs))
+	for _, j := range jobs {
+		if j.ClaimedBy == nil || j.Result == nil {
+			continue
+		}
+		out = append(out, protocol.FinishedJob{
+			JobID: j.ID, Envelope: *j.Result, Disposition: j.Disposition, RunnerID: j.ClaimedBy.RunnerID,
+			LeaseID: j.ClaimedBy.LeaseID, Device: j.ClaimedBy.Device, RunnerOwner: j.ClaimedBy.Owner,
+		})
+	}
+	return out
+}
+
 // StoreFailure is a store operation that could not answer. The writer
 // logs it under Op and answers a retryable 503: every store operation is
 // atomic, so nothing was half-written.

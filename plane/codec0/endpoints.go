@@ -106,9 +106,11 @@ func (c *Codec) result(ctx context.Context, who *caller, req protocol.ResultRequ
 // still gets an answer, telling it so and that every lease is lost (A9).
 func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.HeartbeatRequest) (protocol.HeartbeatResponse, error) {
 	serverTime := c.env.NowMs()
-	if _, err := c.env.Store.Sweep(ctx); err != nil {
+	swept, err := c.env.Store.Sweep(ctx)
+	if err != nil {
 		return protocol.HeartbeatResponse{}, storeError(store.OpSweep, err)
 	}
+	c.env.Swept(ctx, swept)
 	if !who.consented {
 		lost := make([]string, 0, len(req.ActiveLeases))
 		for _, l := range req.ActiveLeases {

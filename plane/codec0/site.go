@@ -107,24 +107,16 @@ func (c *Codec) cancel(ctx context.Context, site projection.SiteRecord, req prot
 }
 
 func (c *Codec) pending(ctx context.Context, site projection.SiteRecord, _ protocol.SiteQuery) (protocol.PendingResponse, error) {
-	if _, err := c.env.Store.Sweep(ctx); err != nil {
+	swept, err := c.env.Store.Sweep(ctx)
+	if err != nil {
 		return protocol.PendingResponse{}, storeError(store.OpSweep, err)
 	}
+	c.env.Swept(ctx, swept)
 	jobs, err := c.env.Store.Pending(ctx, site.SiteID)
 	if err != nil {
 		return protocol.PendingResponse{}, storeError(store.OpPending, err)
 	}
-	out := make([]protocol.PendingJob, 0, len(jobs))
-	for _, j := range jobs {
-		if j.ClaimedBy == nil {
-			continue
-		}
-		out = append(out, protocol.PendingJob{
-			JobID: j.ID, Device: j.ClaimedBy.Device, RunnerID: j.ClaimedBy.RunnerID, LeaseID: j.ClaimedBy.LeaseID,
-			AwaitingUntil: j.AwaitingUntil, LeaseExpiresAt: j.ClaimedBy.LeaseExpiresAt,
-		})
-	}
-	return protocol.PendingResponse{Jobs: out}, nil
+	return protocol.PendingResponse{Jobs: codec.PendingJobs(jobs)}, nil
 }
 
 func (c *Codec) results(ctx context.Context, site projection.SiteRecord, _ protocol.SiteQuery) (protocol.ResultsResponse, error) {
@@ -132,15 +124,5 @@ func (c *Codec) results(ctx context.Context, site projection.SiteRecord, _ proto
 	if err != nil {
 		return protocol.ResultsResponse{}, storeError(store.OpResults, err)
 	}
-	out := make([]protocol.FinishedJob, 0, len(jobs))
-	for _, j := range jobs {
-		if j.ClaimedBy == nil || j.Result == nil {
-			continue
-		}
-		out = append(out, protocol.FinishedJob{
-			JobID: j.ID, Envelope: *j.Result, Disposition: j.Disposition, RunnerID: j.ClaimedBy.RunnerID,
-			LeaseID: j.ClaimedBy.LeaseID, Device: j.ClaimedBy.Device, RunnerOwner: j.ClaimedBy.Owner,
-		})
-	}
-	return protocol.ResultsResponse{Jobs: out}, nil
+	return protocol.ResultsResponse{Jobs: codec.FinishedJobs(jobs)}, nil
 }

@@ -142,17 +142,7 @@ func (c *Codec) pending(ctx context.Context, site projection.SiteRecord, _ siteQ
 	if err != nil {
 		return proto2.PendingResponse{}, storeError(store.OpPending, err)
 	}
-	out := make([]proto2.PendingJob, 0, len(jobs))
-	for _, j := range jobs {
-		if j.ClaimedBy == nil {
-			continue
-		}
-		out = append(out, proto2.PendingJob{
-			JobID: j.ID, Device: j.ClaimedBy.Device, RunnerID: j.ClaimedBy.RunnerID, LeaseID: j.ClaimedBy.LeaseID,
-			AwaitingUntil: j.AwaitingUntil, LeaseExpiresAt: j.ClaimedBy.LeaseExpiresAt,
-		})
-	}
-	return proto2.PendingResponse{Jobs: out}, nil
+	return proto2.PendingResponse{Jobs: codec.PendingJobs(jobs)}, nil
 }
 
 // results lists the site's finished jobs, whatever protocol enqueued them
@@ -162,15 +152,5 @@ func (c *Codec) results(ctx context.Context, site projection.SiteRecord, _ siteQ
 	if err != nil {
 		return proto2.ResultsResponse{}, storeError(store.OpResults, err)
 	}
-	out := make([]proto2.FinishedJob, 0, len(jobs))
-	for _, j := range jobs {
-		if j.ClaimedBy == nil || j.Result == nil {
-			continue
-		}
-		out = append(out, proto2.FinishedJob{
-			JobID: j.ID, Envelope: *j.Result, Disposition: j.Disposition, RunnerID: j.ClaimedBy.RunnerID,
-			LeaseID: j.ClaimedBy.LeaseID, Device: j.ClaimedBy.Device, RunnerOwner: j.ClaimedBy.Owner,
-		})
-	}
-	return proto2.ResultsResponse{Jobs: out}, nil
+	return proto2.ResultsResponse{Jobs: codec.FinishedJobs(jobs)}, nil
 }
