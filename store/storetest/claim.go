@@ -151,6 +151,16 @@ func claimGrantsEachJobExactlyOne(t *testing.T, b *bundle) {
 	for i := range jobs {
 		b.enqueue(t, fmt.Sprintf("job-%02d", i))
 	}
+	holders := b.raceClaims(t, claimers, store.Proto0, []store.Route{{SiteID: Site, Owner: "alice"}})
+	require.Len(t, holders, jobs, "every job was granted")
+	b.requireOneHolderEach(t, holders)
+}
+
+// raceClaims has claimers devices of alice claim on routes at once, up to
+// three jobs a call, until each is granted nothing; it returns who was
+// granted each job.
+func (b *bundle) raceClaims(t *testing.T, claimers int, proto store.Proto, routes []store.Route) map[string][]string {
+	t.Helper()
 	var mu sync.Mutex
 	holders := map[string][]string{}
 	var wg sync.WaitGroup
@@ -158,8 +168,8 @@ func claimGrantsEachJobExactlyOne(t *testing.T, b *bundle) {
 		d := device{runner: fmt.Sprintf("runner_%d", w), owner: "alice"}
 		wg.Go(func() {
 			for {
-				got, err := b.s.Claim(b.ctx, store.ClaimInput{RunnerID: d.runner, Owner: d.owner, Device: identityOf(d),
-					Routes: []store.Route{{SiteID: Site, Owner: "alice"}}, Kinds: []string{protocol.KindGenerate}, Max: 3, LeaseMs: leaseMs})
+				got, err := b.s.Claim(b.ctx, store.ClaimInput{Proto: proto, RunnerID: d.runner, Owner: d.owner, Device: identityOf(d),
+					Routes: routes, Kinds: []string{protocol.KindGenerate}, Max: 3, LeaseMs: leaseMs})
 				if err != nil || len(got) == 0 {
 					return
 				}
@@ -172,7 +182,13 @@ func claimGrantsEachJobExactlyOne(t *testing.T, b *bundle) {
 		})
 	}
 	wg.Wait()
-	require.Len(t, holders, jobs, "every job was granted")
+	return holders
+}
+
+// requireOneHolderEach checks each job raced for went to one device, the
+// one the store says holds it.
+func (b *bundle) requireOneHolderEach(t *testing.T, holders map[string][]string) {
+	t.Helper()
 	for id, h := range holders {
 		require.Len(t, h, 1, "job %s granted to %v", id, h)
 		require.Equal(t, h[0], b.job(t, id).ClaimedBy.RunnerID)

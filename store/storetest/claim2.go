@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -279,32 +278,9 @@ func claim2GrantsEachJobOnceConcurrently(t *testing.T, b *bundle) {
 			b.enqueue2On(t, Site, b.stub2(t, fmt.Sprintf("%s-%d", owner, i), ownedBy(owner), forAudience(audienceTeam)))
 		}
 	}
-	var mu sync.Mutex
-	holders := map[string][]string{}
-	var wg sync.WaitGroup
-	for w := range claimers {
-		d := device{runner: fmt.Sprintf("runner_%d", w), owner: "alice"}
-		wg.Go(func() {
-			for {
-				got, err := b.s.Claim(b.ctx, store.ClaimInput{Proto: store.Proto2, RunnerID: d.runner, Owner: d.owner, Device: identityOf(d),
-					Routes: routes, Kinds: []string{protocol.KindGenerate}, Max: 3, LeaseMs: leaseMs})
-				if err != nil || len(got) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, c := range got {
-					holders[c.ID] = append(holders[c.ID], d.runner)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	holders := b.raceClaims(t, claimers, store.Proto2, routes)
 	require.Len(t, holders, owners*store.UnsealedPerRoute, "each route granted exactly its cap")
-	for id, h := range holders {
-		require.Len(t, h, 1, "job %s granted to %v", id, h)
-		require.Equal(t, h[0], b.job(t, id).ClaimedBy.RunnerID)
-	}
+	b.requireOneHolderEach(t, holders)
 }
 
 func claim2ReofferWindowFollowsLapse(t *testing.T, b *bundle) {
