@@ -47,6 +47,9 @@ type Config struct {
 	// StoreTimeout bounds every store call (and rate-limiter call) that a
 	// request or the sweeper makes; /readyz gets half of it.
 	StoreTimeout time.Duration
+	// ResultsCacheBytes bounds this replica's cache of rendered results
+	// listings on the Valkey store; zero caches nothing.
+	ResultsCacheBytes int64
 
 	// Limits on what one request may cost (docs/security.md).
 	MaxHeaderBytes     int
@@ -132,6 +135,18 @@ func (f protocolsFlag) Set(s string) error {
 // Valkey configures the Valkey store.
 type Valkey = backend.ValkeyOptions
 
+// StoreValkeyOptions is how this configuration opens the Valkey store:
+// its connection settings with the store-wide deadline and cache bound.
+func (c Config) StoreValkeyOptions() backend.ValkeyOptions {
+	o := c.Valkey
+	o.Timeout = c.StoreTimeout
+	o.ResultsCacheBytes = c.ResultsCacheBytes
+	if o.ResultsCacheBytes == 0 {
+		o.ResultsCacheBytes = -1 // the store reads zero as its default
+	}
+	return o
+}
+
 // Setting describes one flag and its environment twin.
 type Setting struct {
 	Flag  string
@@ -193,6 +208,7 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.BoolVar(&c.Valkey.TLS, "valkey-tls", false, "connect to Valkey over TLS")
 	fs.StringVar(&c.Valkey.SentinelMaster, "valkey-sentinel-master", "", "Sentinel master set name; the addresses are then sentinels")
 	fs.BoolVar(&c.Valkey.Cluster, "valkey-cluster", false, "the addresses are Valkey Cluster seed nodes")
+	fs.Int64Var(&c.ResultsCacheBytes, "results-cache-bytes", backend.DefaultResultsCacheBytes, "bytes this replica may spend caching the sites' rendered results listings (valkey store), least recently polled first to go; 0 caches nothing")
 	fs.StringVar(&c.Valkey.Prefix, "valkey-prefix", backend.DefaultValkeyPrefix, "key prefix for this relay's routing state; must hold a {hash tag}, and replicas sharing it share state")
 	return fs
 }
@@ -267,6 +283,9 @@ func (c Config) Validate() error {
 		if !p.positive {
 			errs = append(errs, fmt.Errorf("--%s must be positive", p.flag))
 		}
+	}
+	if c.ResultsCacheBytes < 0 {
+		errs = append(errs, errors.New("--results-cache-bytes must not be negative (0 caches nothing)"))
 	}
 	if err := c.RateLimit.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--rate-limit and --rate-burst: %w", err))

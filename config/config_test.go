@@ -193,3 +193,32 @@ func TestStoreTimeout(t *testing.T) {
 		require.ErrorContains(t, err, "--store-timeout must be positive", bad)
 	}
 }
+
+// --results-cache-bytes bounds each replica's cache of results listings:
+// 64 MiB by default, set by its environment twin, beaten by the flag; 0
+// reaches the store as "no cache" (the store itself reads 0 as its
+// default), and a negative bound is refused.
+func TestResultsCacheBytes(t *testing.T) {
+	c, err := config.Load(required, env(nil))
+	require.NoError(t, err)
+	require.Equal(t, int64(64<<20), c.ResultsCacheBytes)
+	require.Equal(t, int64(64<<20), c.StoreValkeyOptions().ResultsCacheBytes)
+
+	c, err = config.Load(required, env(map[string]string{"RELAYD_RESULTS_CACHE_BYTES": "1048576"}))
+	require.NoError(t, err)
+	require.Equal(t, int64(1<<20), c.StoreValkeyOptions().ResultsCacheBytes)
+
+	c, err = config.Load(append(append([]string{}, required...), "--results-cache-bytes", "0"), env(map[string]string{"RELAYD_RESULTS_CACHE_BYTES": "1048576"}))
+	require.NoError(t, err, "the flag wins")
+	require.Negative(t, c.StoreValkeyOptions().ResultsCacheBytes, "zero must reach the store as no cache, not as its default")
+
+	_, err = config.Load(append(append([]string{}, required...), "--results-cache-bytes", "-1"), env(nil))
+	require.ErrorContains(t, err, "--results-cache-bytes must not be negative")
+}
+
+// The Valkey store is opened under the store-wide deadline.
+func TestStoreValkeyOptionsCarryTheDeadline(t *testing.T) {
+	c, err := config.Load(append(append([]string{}, required...), "--store-timeout", "3s"), env(nil))
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, c.StoreValkeyOptions().Timeout)
+}

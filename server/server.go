@@ -41,10 +41,8 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if cfg.TestClockOffset != 0 {
 		logger.Warn("TEST ONLY: this replica's clock is shifted", slog.Duration("offset", cfg.TestClockOffset))
 	}
-	valkeyOpts := cfg.Valkey
-	valkeyOpts.Timeout = cfg.StoreTimeout
 	b, err := backend.Open(ctx, backend.Options{
-		Kind: cfg.Store, Valkey: valkeyOpts, Clock: LocalClock(cfg),
+		Kind: cfg.Store, Valkey: cfg.StoreValkeyOptions(), Clock: LocalClock(cfg),
 		RateLimit: cfg.RateLimit, SiteRateLimit: cfg.SiteRateLimit, Logger: logger,
 	})
 	if err != nil {

@@ -46,7 +46,15 @@ type ValkeyOptions struct {
 	// Timeout bounds a connection's wait for a reply and a (re)connect;
 	// see valkey.Options.Timeout. Zero keeps valkey-go's defaults.
 	Timeout time.Duration
+	// ResultsCacheBytes bounds this replica's cache of results listings;
+	// see valkey.Options.ResultsCacheBytes (zero: the default, negative:
+	// no cache).
+	ResultsCacheBytes int64
 }
+
+// DefaultResultsCacheBytes is the results cache a Valkey store gets when
+// nothing says otherwise.
+const DefaultResultsCacheBytes = valkey.DefaultResultsCacheBytes
 
 // Options chooses and configures the backend.
 type Options struct {
@@ -129,7 +137,7 @@ func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger) (*val
 	opts := valkey.Options{
 		Addrs: c.Addrs, Username: c.Username, Password: c.Password,
 		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, KeyPrefix: c.Prefix,
-		Timeout: c.Timeout,
+		Timeout: c.Timeout, ResultsCacheBytes: c.ResultsCacheBytes,
 	}
 	if c.TLS {
 		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
