@@ -9,17 +9,26 @@ import (
 )
 
 // formatKeySuffix names, under the store's prefix, the record-format
-// marker: a string holding the newest record format any replica of this
-// keyspace has written. It shares the prefix's hash tag, so it sits in the
-// same slot as every other key. Scripts never read it; only open does.
+// marker: a string holding the newest record format a replica of this
+// keyspace writes. It shares the prefix's hash tag, so it sits in the same
+// slot as every other key. Scripts never read it; only open does.
 const formatKeySuffix = "format"
 
-// claimFormat sets the marker to this code's format when it is absent and
-// returns the marker, in one step, so two replicas opening a fresh
-// keyspace at once agree on what it holds.
+// newestReadFormat is the newest record format this code reads: its own.
+// A release that expands to a next format raises this (to accept that
+// format's marker) before recordFormat moves.
+const newestReadFormat = recordFormat
+
+// claimFormat, in one step, raises the marker to ARGV[1] (the format this
+// code writes) when it is absent or names an older format, and returns
+// what it then holds, so replicas opening at once agree on it. A marker
+// that is not a positive number in plain digits is left as it is, for Go
+// to refuse.
 var claimFormat = valkey.NewLuaScript(`
 local v = redis.call('GET', KEYS[1])
-if v then return v end
+if v and not (string.match(v, '^[1-9]%d*$') and tonumber(v) < tonumber(ARGV[1])) then
+  return v
+end
 redis.call('SET', KEYS[1], ARGV[1])
 return ARGV[1]
 `)
@@ -27,11 +36,11 @@ return ARGV[1]
 // FormatKey is the key of the record-format marker under prefix.
 func FormatKey(prefix string) string { return prefix + formatKeySuffix }
 
-// CheckFormat writes this code's record format into the marker if the
-// keyspace has none, and fails when the marker names a format this code
-// cannot read: a newer relay has moved the keyspace on, and serving it with
-// older code would misread or drop its records. See docs/operations.md,
-// "Rolling upgrades of the record format".
+// CheckFormat raises the marker to this code's record format if the
+// keyspace has none or an older one, and fails when it names a format this
+// code cannot read: a newer relay has moved the keyspace on, and serving it
+// with older code would misread or drop its records. See
+// docs/operations.md, "Rolling upgrades of the record format".
 func (s *Store) CheckFormat(ctx context.Context) error {
 	key := FormatKey(s.prefix)
 	found, err := claimFormat.Exec(ctx, s.client, []string{key}, []string{recordFormat}).ToString()
@@ -41,16 +50,16 @@ func (s *Store) CheckFormat(ctx context.Context) error {
 	return readableFormat(key, found)
 }
 
-// readableFormat accepts a marker naming a format no newer than this
-// code's; older formats are ones this code reads (and migrates).
+// readableFormat accepts a marker naming a format no newer than
+// newestReadFormat.
 func readableFormat(key, found string) error {
-	have, _ := strconv.Atoi(recordFormat)
+	have, _ := strconv.Atoi(newestReadFormat)
 	n, err := strconv.Atoi(found)
-	if err != nil || n < 1 {
-		return fmt.Errorf("valkey store: %s names record format %q, which this relay (record format %q) cannot read; refusing to start", key, found, recordFormat)
+	if err != nil || n < 1 || strconv.Itoa(n) != found {
+		return fmt.Errorf("valkey store: %s names record format %q, which this relay (record format %q) cannot read; refusing to start", key, found, newestReadFormat)
 	}
 	if n > have {
-		return fmt.Errorf("valkey store: %s names record format %q, newer than this relay's record format %q; refusing to start: upgrade this relay", key, found, recordFormat)
+		return fmt.Errorf("valkey store: %s names record format %q, newer than this relay's record format %q; refusing to start: upgrade this relay", key, found, newestReadFormat)
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func TestFormatTwoOpensAgree(t *testing.T) {
 // or an unparseable format is not opened, and the error names both
 // formats; the marker is left untouched for the newer relays.
 func TestFormatOpenRefusesAnUnreadableMarker(t *testing.T) {
-	for _, marker := range []string{"3", "junk", "0"} {
+	for _, marker := range []string{"3", "junk", "0", "01", "0x3", " 1"} {
 		t.Run(marker, func(t *testing.T) {
 			s, o := openFormatStore(t)
 			require.NoError(t, s.client.Do(t.Context(), s.client.B().Set().Key(FormatKey(s.prefix)).Value(marker).Build()).Error())
@@ -72,13 +72,14 @@ func TestFormatOpenRefusesAnUnreadableMarker(t *testing.T) {
 	}
 }
 
-// TestFormatOlderMarkerIsReadable: a marker naming format "1" (a keyspace
-// this code migrates) lets the store open and is not bumped by opening.
-func TestFormatOlderMarkerIsReadable(t *testing.T) {
+// TestFormatOlderMarkerIsRaised: a marker naming format "1" (a keyspace
+// this code migrates) lets the store open, which raises it to this code's
+// format, so relays too old to read format "2" are kept out from then on.
+func TestFormatOlderMarkerIsRaised(t *testing.T) {
 	s, o := openFormatStore(t)
 	require.NoError(t, s.client.Do(t.Context(), s.client.B().Set().Key(FormatKey(s.prefix)).Value(legacyFormat).Build()).Error())
 	again, err := New(t.Context(), o)
 	require.NoError(t, err)
 	defer again.Close()
-	require.Equal(t, legacyFormat, readMarker(t, again))
+	require.Equal(t, recordFormat, readMarker(t, again))
 }
