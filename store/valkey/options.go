@@ -159,5 +159,9 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		client.Close()
 		return nil, err
 	}
+	if err := s.CheckFormat(ctx); err != nil {
+		client.Close()
+		return nil, err
+	}
 	return s, nil
 }
