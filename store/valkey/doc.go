@@ -34,6 +34,8 @@
 // with the protocol they were enqueued under; each protocol has its own
 // claim queues. Record format "2" keeps them under "f2:" keys; a sweep
 // moves the jobs a format-"1" relay left into them (docs/operations.md).
+// A marker key names the keyspace's record format; a store refuses to open
+// a keyspace marked with a format it cannot read (format.go).
 // Protocol 2's rules that a claim applies (the unsealed cap per route, the
 // re-offer to one runner, not-before times) are kept in indexes of their
 // own, so a claim's work does not grow with the jobs they hold back.

@@ -49,6 +49,8 @@
 --   K.memo      string  (per caller and operation; the caller is a runner, site
 --                     or pairing device) framed [request id, framed reply]...
 --                     newest first (answer_once)
+--   <prefix>format  string  the record-format marker; read and raised only at open
+--                     (format.go), never by these scripts
 --   K.old_job ... K.old_refusals  the format-"1" keyspace older relays use, keyed by bare id;
 --               a sweep moves its jobs here (migrate_legacy)
 --
