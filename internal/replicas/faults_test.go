@@ -104,12 +104,15 @@ func TestValkeyRestart_StateSurvivesAndRelaysRecoverByThemselves(t *testing.T) {
 	require.NoError(t, r.fleet.WaitReady(r.ctx), "every replica is ready again by itself")
 	// The test's own store handle met the outage too, and its listings are
 	// never resent by valkey-go (a lost listing reply is reported, not run
-	// again): read once it answers again.
-	eventually(t, 10*time.Second, "the test's store answers again", func() bool {
-		_, err := st.Jobs(r.ctx, 1)
+	// again), and each of its pooled connections finds the restart on its
+	// own: read the whole state again until one read of it succeeds.
+	var after routingState
+	eventually(t, 10*time.Second, "the test's store reads the whole state again", func() bool {
+		var err error
+		after, err = readState(r.ctx, st)
 		return err == nil
 	})
-	require.Equal(t, before, snapshot(t, r.ctx, st), "the routing state is as it was")
+	require.Equal(t, before, after, "the routing state is as it was")
 	for i, rep := range r.fleet.Replicas() {
 		require.Equal(t, pids[i], rep.Process().PID(), "replica %d was not restarted", i)
 	}
@@ -178,13 +181,24 @@ type routingState struct {
 
 func snapshot(t *testing.T, ctx context.Context, st store.RoutingStore) routingState {
 	t.Helper()
+	state, err := readState(ctx, st)
+	require.NoError(t, err)
+	require.NotEmpty(t, state.Jobs)
+	require.NotEmpty(t, state.Presence)
+	return state
+}
+
+// readState reads every job and every runner's presence.
+func readState(ctx context.Context, st store.RoutingStore) (routingState, error) {
 	jobs, err := st.Jobs(ctx, 0)
-	require.NoError(t, err)
+	if err != nil {
+		return routingState{}, err
+	}
 	people, err := st.Runners(ctx, 0)
-	require.NoError(t, err)
-	require.NotEmpty(t, jobs)
-	require.NotEmpty(t, people)
-	return routingState{Jobs: jobs, Presence: people}
+	if err != nil {
+		return routingState{}, err
+	}
+	return routingState{Jobs: jobs, Presence: people}, nil
 }
 
 // SIGTERM of a replica under load: it fails /readyz first, finishes what
