@@ -94,8 +94,8 @@ func (i *instrumented) Pair(ctx context.Context, in store.PairInput) (store.Pres
 	return timed(i, store.OpPair, func() (store.Presence, error) { return i.next.Pair(ctx, in) })
 }
 
-func (i *instrumented) Touch(ctx context.Context, runnerID string) (bool, error) {
-	return timed(i, store.OpTouch, func() (bool, error) { return i.next.Touch(ctx, runnerID) })
+func (i *instrumented) Touch(ctx context.Context, in store.TouchInput) (bool, error) {
+	return timed(i, store.OpTouch, func() (bool, error) { return i.next.Touch(ctx, in) })
 }
 
 func (i *instrumented) Sweep(ctx context.Context) (store.SweepResult, error) {

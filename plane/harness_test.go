@@ -281,6 +281,7 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 
 		Limits:            b.opts.Limits,
 		RateLimit:         limiterOn(s, b.opts.RateLimit),
+		RunnerRate:        b.opts.RateLimit,
 		SiteRateLimit:     limiterOn(s, b.opts.SiteRateLimit),
 		TrustForwardedFor: b.opts.TrustForwardedFor,
 

@@ -61,6 +61,12 @@ type Config struct {
 	// RateLimit limits each runner, once its signature checks, and each
 	// client address that pairs. Nil means no limit.
 	RateLimit ratelimit.Limiter
+	// RunnerRate is RateLimit's rate when the routing store keeps its
+	// buckets (the store's own Limiter, as the server's backends build
+	// it): a signed daemon call then has its runner checked and charged
+	// within its store operation, one round trip for all of it. Zero
+	// with a RateLimit set keeps the charge a call of its own.
+	RunnerRate ratelimit.Rate
 	// SiteRateLimit limits each site, once its signature checks. Nil means
 	// no limit.
 	SiteRateLimit ratelimit.Limiter
@@ -129,7 +135,7 @@ func New(cfg Config) *Relay {
 	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/"), decoder: protocol.NewDecoder(cfg.Limits)}
 	r.classifier = newClassifier(&codec.Env{
 		SiteID: cfg.SiteID, LeaseMs: cfg.LeaseMs, Store: cfg.Store, Projection: cfg.Projection, Clock: cfg.Clock,
-		ChargeRunner: r.charge(cfg.RateLimit), ChargeSite: r.charge(cfg.SiteRateLimit),
+		ChargeRunner: r.charge(cfg.RateLimit), ChargeSite: r.charge(cfg.SiteRateLimit), RunnerCharge: runnerCharge(cfg),
 		Pairings: cfg.Pairings, Random: cfg.Random, Logger: cfg.Logger,
 	}, cfg.Protocols, cfg.V2)
 	r.public = newEcho(cfg.Logger, observer{started: cfg.RequestStarted, answered: cfg.ObserveRequest})

@@ -12,6 +12,7 @@ import (
 	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/ratelimit"
+	"github.com/byollm/relayd/store"
 )
 
 // rateLimit charges one request to key and returns the 429 refusal when
@@ -42,6 +43,21 @@ func (r *Relay) rateLimit(ctx context.Context, limiter ratelimit.Limiter, key st
 // who the caller is.
 func (r *Relay) charge(limiter ratelimit.Limiter) codec.Charge {
 	return func(ctx context.Context, key string) *protocol.Refusal { return r.rateLimit(ctx, limiter, key) }
+}
+
+// runnerCharge is the codecs' RunnerCharge: the store bucket of a runner
+// when the store keeps RateLimit's buckets, none when there is no limit,
+// and nil (no admission in the store) when the limiter's buckets are
+// somewhere else.
+func runnerCharge(cfg Config) func(runnerID string) *store.Charge {
+	switch {
+	case cfg.RunnerRate.Enabled():
+		rate := cfg.RunnerRate
+		return func(runnerID string) *store.Charge { return &store.Charge{Key: codec.RunnerKey(runnerID), Rate: rate} }
+	case cfg.RateLimit == nil:
+		return func(string) *store.Charge { return nil }
+	}
+	return nil
 }
 
 // ceilDiv is d in units of unit, rounded up.

@@ -162,8 +162,8 @@ func (b *bounded) Pair(ctx context.Context, in store.PairInput) (store.Presence,
 	return within(ctx, b.timeout, func(ctx context.Context) (store.Presence, error) { return b.next.Pair(ctx, in) })
 }
 
-func (b *bounded) Touch(ctx context.Context, runnerID string) (bool, error) {
-	return within(ctx, b.timeout, func(ctx context.Context) (bool, error) { return b.next.Touch(ctx, runnerID) })
+func (b *bounded) Touch(ctx context.Context, in store.TouchInput) (bool, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) (bool, error) { return b.next.Touch(ctx, in) })
 }
 
 func (b *bounded) Sweep(ctx context.Context) (store.SweepResult, error) {

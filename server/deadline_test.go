@@ -86,7 +86,7 @@ func (s *deadlineSpy) Renew(ctx context.Context, _ store.RenewInput) (store.Rene
 func (s *deadlineSpy) Pair(ctx context.Context, _ store.PairInput) (store.Presence, error) {
 	return store.Presence{}, s.saw(ctx, "Pair")
 }
-func (s *deadlineSpy) Touch(ctx context.Context, _ string) (bool, error) {
+func (s *deadlineSpy) Touch(ctx context.Context, _ store.TouchInput) (bool, error) {
 	return false, s.saw(ctx, "Touch")
 }
 func (s *deadlineSpy) Sweep(ctx context.Context) (store.SweepResult, error) {

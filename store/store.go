@@ -15,8 +15,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit"
 )
 
 // State is where a job is in its life.
@@ -168,6 +170,36 @@ type EnqueueResult struct {
 	Created bool
 }
 
+// Admission is what a daemon-plane call must pass before its operation
+// runs, checked within that operation's own atomic step so that the whole
+// call is one round trip to the store. Its checks run in field order,
+// before the operation's Touch stamp; the first to fail refuses the call
+// and leaves everything as it was: no token spent, no presence stamped,
+// the operation not run.
+type Admission struct {
+	// Paired, when set, refuses the call with RefusedUnknownRunner unless
+	// the runner has a presence paired as exactly this owner and device
+	// (protocol "0" asks this of every signed call, relayd G7).
+	Paired *Paired
+	// Charge, when set, takes one request from a rate bucket, refusing
+	// with RefusedRateLimited (and the wait) when it is empty.
+	Charge *Charge
+}
+
+// Paired is the owner and device a runner's presence must hold.
+type Paired struct {
+	Owner  string
+	Device protocol.PublicIdentity
+}
+
+// Charge names a caller's rate bucket: the same bucket the store's own
+// limiter of Rate keeps under Key, so that a request charged either way
+// spends from one allowance.
+type Charge struct {
+	Key  string
+	Rate ratelimit.Rate
+}
+
 // ClaimInput asks for up to Max queued jobs of one protocol the runner may
 // serve.
 type ClaimInput struct {
@@ -184,6 +216,8 @@ type ClaimInput struct {
 	// Touch also stamps the runner's presence in the same step, as Touch
 	// does, whatever the claim grants.
 	Touch bool
+	// Admit, when set, is checked first; a refused admission grants nothing.
+	Admit *Admission
 }
 
 // LeaseInput names a job and the grant a runner claims to hold on it.
@@ -203,6 +237,17 @@ type LeaseInput struct {
 	// does, whether or not the call is refused. A re-run may stamp again,
 	// at the re-run's time.
 	Touch bool
+	// Admit, when set, is checked first. Fetch keeps no memo, so a fetch
+	// re-sent after a lost reply is charged again; a refusal of that
+	// re-run leaves the job as the first run did, fetched by its holder.
+	Admit *Admission
+}
+
+// TouchInput names a runner whose presence to stamp, with the admission
+// its call must pass first, if any.
+type TouchInput struct {
+	RunnerID string
+	Admit    *Admission
 }
 
 // ResultInput delivers a result under a grant.
@@ -371,7 +416,7 @@ type RoutingStore interface {
 
 	// Touch stamps LastSeenAt of an existing presence; it reports false when
 	// the runner has none.
-	Touch(ctx context.Context, runnerID string) (bool, error)
+	Touch(ctx context.Context, in TouchInput) (bool, error)
 
 	// Sweep applies every passed deadline, in bounded work per call.
 	Sweep(ctx context.Context) (SweepResult, error)
@@ -416,13 +461,18 @@ const (
 	RefusedOtherDevice RefusalCode = "other-device"
 	// RefusedAtCapacity: too many pairings are pending.
 	RefusedAtCapacity RefusalCode = "at-capacity"
+	// RefusedUnknownRunner: an admission's Paired does not match the
+	// runner's presence, or it has none.
+	RefusedUnknownRunner RefusalCode = "unknown-runner"
+	// RefusedRateLimited: an admission's Charge found its bucket empty.
+	RefusedRateLimited RefusalCode = "rate-limited"
 )
 
 // RefusalCodes lists every refusal code.
 func RefusalCodes() []RefusalCode {
 	return []RefusalCode{
 		RefusedNotFound, RefusedNotHolder, RefusedStaleLease, RefusedNotReady, RefusedTooLate, RefusedFinished, RefusedIDTaken,
-		RefusedOtherDevice, RefusedAtCapacity,
+		RefusedOtherDevice, RefusedAtCapacity, RefusedUnknownRunner, RefusedRateLimited,
 	}
 }
 
@@ -431,6 +481,9 @@ type Refusal struct {
 	Code RefusalCode
 	// Was is the job's state, set on RefusedTooLate.
 	Was State
+	// RetryAfter is how long until the bucket has a request again, set
+	// on RefusedRateLimited.
+	RetryAfter time.Duration
 }
 
 func (r *Refusal) Error() string {

@@ -107,9 +107,15 @@ type Env struct {
 	Projection func() *projection.Projection
 	// Clock is the relay's own clock: signature freshness and serverTime.
 	Clock clock.Clock
-	// ChargeRunner limits each runner once its signature checks;
-	// ChargeSite each site. Neither is nil.
+	// ChargeRunner limits each runner (under RunnerKey) once its
+	// signature checks; ChargeSite each site. Neither is nil.
 	ChargeRunner, ChargeSite Charge
+	// RunnerCharge, when set, is the store bucket ChargeRunner spends for
+	// a runner (nil when runners are not limited): the store keeps the
+	// limiter's buckets, so a codec may check a signed call's runner
+	// within the call's own store operation (store.Admission), one round
+	// trip instead of a presence read, a charge and the operation.
+	RunnerCharge func(runnerID string) *store.Charge
 	// Pairings holds the pending device codes every replica shares; nil
 	// when the store keeps none, which turns device-code pairing off.
 	Pairings store.Pairings
@@ -119,6 +125,9 @@ type Env struct {
 	// Logger receives the codecs' own events (never bodies or signatures).
 	Logger *slog.Logger
 }
+
+// RunnerKey is the rate-limit key of a runner.
+func RunnerKey(runnerID string) string { return "runner:" + runnerID }
 
 // NowMs reads the relay clock in milliseconds.
 func (e *Env) NowMs() int64 { return clock.UnixMilli(e.Clock) }

@@ -24,6 +24,18 @@ type caller struct {
 	// the endpoint's own store operation stamps it (the Touch flag), and a
 	// refusal given before that operation runs stamps it instead.
 	unstamped bool
+	// admit, while set, is the presence check and rate charge still owed
+	// by a caller authenticated without them: the store operation that
+	// stamps the caller checks them first (admission).
+	admit *store.Admission
+}
+
+// admission hands over the caller's owed admission, once: it goes with
+// the store operation that stamps the caller.
+func (who *caller) admission() *store.Admission {
+	a := who.admit
+	who.admit = nil
+	return a
 }
 
 // daemonRoute is one signed daemon endpoint, whatever its types.
@@ -85,6 +97,9 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	if !ok {
 		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned)
 	}
+	if who := c.admissible(sig, req); who != nil {
+		return who, nil
+	}
 	paired, found, err := c.env.Store.Presence(ctx, sig.CallerID)
 	if err != nil {
 		return nil, storeError(store.OpPresence, err)
@@ -102,7 +117,7 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	}
 	// Charged only now, under the verified runner id: a stranger naming
 	// someone else's runner cannot spend that runner's tokens.
-	if refusal := c.env.ChargeRunner(ctx, "runner:"+dev.RunnerID); refusal != nil {
+	if refusal := c.env.ChargeRunner(ctx, codec.RunnerKey(dev.RunnerID)); refusal != nil {
 		return nil, refusal
 	}
 	// A device the projection marks revoked is refused on every endpoint,
@@ -117,9 +132,39 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	return &caller{device: dev, proj: proj, consent: consent, consented: consented}, nil
 }
 
+// admissible authenticates, without a store call, a caller that the
+// projection alone lets through every step of authenticate but the
+// presence check and the rate charge: those are left owed, for the
+// caller's first store operation to check (its admission), in the order
+// authenticate checks them. Whatever they answer is what authenticate
+// would have, for the signature verifies and every later step passes.
+// Any other caller (nil) takes authenticate's own path, whose refusals
+// the projection alone cannot order.
+func (c *Codec) admissible(sig protocol.Signature, req *codec.Request) *caller {
+	if c.env.RunnerCharge == nil {
+		return nil
+	}
+	proj := c.env.Projection()
+	dev, approved := proj.DeviceFor(sig.CallerID)
+	if !approved || dev.Revoked {
+		return nil
+	}
+	consent, consented := proj.ConsentFor(dev.Owner, c.env.SiteID)
+	if !consented && req.Endpoint != "heartbeat" {
+		return nil
+	}
+	if c.env.Verify(sig, req.Endpoint, req.Body, dev.Device.Identity) != nil {
+		return nil
+	}
+	return &caller{device: dev, proj: proj, consent: consent, consented: consented, admit: &store.Admission{
+		Paired: &store.Paired{Owner: dev.Owner, Device: dev.Device},
+		Charge: c.env.RunnerCharge(dev.RunnerID),
+	}}
+}
+
 // touch stamps the caller's presence on its own.
 func (c *Codec) touch(ctx context.Context, who *caller) error {
-	if _, err := c.env.Store.Touch(ctx, who.device.RunnerID); err != nil {
+	if _, err := c.env.Store.Touch(ctx, store.TouchInput{RunnerID: who.device.RunnerID, Admit: who.admission()}); err != nil {
 		return storeError(store.OpTouch, err)
 	}
 	who.unstamped = false

@@ -57,7 +57,7 @@ func (c *Codec) claim(ctx context.Context, who *caller, req protocol.ClaimReques
 	}
 	jobs, err := c.env.Store.Claim(ctx, store.ClaimInput{
 		Proto: store.Proto0, RunnerID: who.device.RunnerID, Owner: who.device.Owner, Device: who.device.Device,
-		Routes: c.routes(who), Kinds: kinds, Max: req.Max, LeaseMs: c.env.LeaseMs, Touch: true,
+		Routes: c.routes(who), Kinds: kinds, Max: req.Max, LeaseMs: c.env.LeaseMs, Touch: true, Admit: who.admission(),
 	})
 	if err != nil {
 		return protocol.ClaimResponse{}, storeError(store.OpClaim, err)
@@ -83,7 +83,7 @@ func (c *Codec) routes(who *caller) []store.Route {
 }
 
 func (c *Codec) fetch(ctx context.Context, who *caller, req protocol.FetchRequest) (protocol.FetchResponse, error) {
-	env, err := c.env.Store.Fetch(ctx, store.LeaseInput{Proto: store.Proto0, SiteID: c.env.SiteID, JobID: req.JobID, RunnerID: who.device.RunnerID, LeaseID: req.LeaseID, Touch: true})
+	env, err := c.env.Store.Fetch(ctx, store.LeaseInput{Proto: store.Proto0, SiteID: c.env.SiteID, JobID: req.JobID, RunnerID: who.device.RunnerID, LeaseID: req.LeaseID, Touch: true, Admit: who.admission()})
 	if err != nil {
 		return protocol.FetchResponse{}, storeError(store.OpFetch, err)
 	}
@@ -92,7 +92,7 @@ func (c *Codec) fetch(ctx context.Context, who *caller, req protocol.FetchReques
 
 func (c *Codec) result(ctx context.Context, who *caller, req protocol.ResultRequest) (protocol.ResultResponse, error) {
 	res, err := c.env.Store.Result(ctx, store.ResultInput{
-		LeaseInput:  store.LeaseInput{Proto: store.Proto0, SiteID: c.env.SiteID, JobID: req.JobID, RunnerID: who.device.RunnerID, LeaseID: req.LeaseID, Touch: true},
+		LeaseInput:  store.LeaseInput{Proto: store.Proto0, SiteID: c.env.SiteID, JobID: req.JobID, RunnerID: who.device.RunnerID, LeaseID: req.LeaseID, Touch: true, Admit: who.admission()},
 		Envelope:    req.Envelope,
 		Disposition: req.Disposition,
 	})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/protocol"
@@ -44,6 +45,12 @@ func wireRefusal(op store.Op, r *store.Refusal) *protocol.Refusal {
 		return protocol.Refuse(protocol.CodeTooLate, fmt.Sprintf("job is %s, not awaiting payload", r.Was))
 	case store.RefusedIDTaken:
 		return protocol.Refuse(protocol.CodeForbidden, protocol.MsgIDTaken)
+	case store.RefusedUnknownRunner:
+		// An admission's presence check (admissible): the runner is not
+		// paired as the projection has it, as authenticate would refuse.
+		return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerNotKnown)
+	case store.RefusedRateLimited:
+		return protocol.RateLimited(int64((r.RetryAfter + time.Second - 1) / time.Second))
 	case store.RefusedOtherDevice:
 		// The one code whose answer depends on the call. A payload sealed
 		// for an earlier holder gets the status and code of a late seal,

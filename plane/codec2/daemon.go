@@ -88,7 +88,7 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	}
 	// Charged only now, under the verified runner id: a stranger naming
 	// someone else's runner cannot spend that runner's tokens.
-	if refusal := c.env.ChargeRunner(ctx, "runner:"+dev.RunnerID); refusal != nil {
+	if refusal := c.env.ChargeRunner(ctx, codec.RunnerKey(dev.RunnerID)); refusal != nil {
 		return nil, refusal
 	}
 	if dev.Revoked {

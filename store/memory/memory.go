@@ -8,6 +8,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -22,6 +23,11 @@ import (
 // Store is the in-memory RoutingStore. The zero value is not usable; call New.
 type Store struct {
 	clock clock.Clock
+
+	// limiters holds one limiter per rate, shared by Limiter and by
+	// admissions' charges, so that both spend from the same buckets.
+	limitersMu sync.Mutex
+	limiters   map[ratelimit.Rate]*ratelimit.Memory
 
 	mu        sync.Mutex
 	nextSeq   uint64
@@ -49,6 +55,7 @@ var _ store.RoutingStore = (*Store)(nil)
 func New(c clock.Clock) *Store {
 	return &Store{
 		clock:     c,
+		limiters:  map[ratelimit.Rate]*ratelimit.Memory{},
 		jobs:      map[jobKey]*record{},
 		byID:      map[string][]*record{},
 		byLease:   map[string]*record{},
@@ -112,16 +119,53 @@ func (s *Store) now() int64 { return clock.UnixMilli(s.clock) }
 // Now reads the store clock.
 func (s *Store) Now(context.Context) (int64, error) { return s.now(), nil }
 
-// Limiter returns an in-process limiter of rate on the store's clock: a
-// relay on the memory store is one replica, so its buckets need no
-// sharing. The clock only measures waits, so a shifted test clock changes
-// nothing a caller sees.
+// Limiter returns the in-process limiter of rate on the store's clock,
+// the one admissions of that rate charge too: a relay on the memory store
+// is one replica, so its buckets need no other sharing. The clock only
+// measures waits, so a shifted test clock changes nothing a caller sees.
 func (s *Store) Limiter(rate ratelimit.Rate) (ratelimit.Limiter, error) {
+	return s.limiter(rate)
+}
+
+func (s *Store) limiter(rate ratelimit.Rate) (*ratelimit.Memory, error) {
+	s.limitersMu.Lock()
+	defer s.limitersMu.Unlock()
+	if l, ok := s.limiters[rate]; ok {
+		return l, nil
+	}
 	l, err := ratelimit.NewMemory(rate, s.clock)
 	if err != nil {
 		return nil, err
 	}
+	s.limiters[rate] = l
 	return l, nil
+}
+
+// admit checks a call's admission (nil admits it), under s.mu.
+func (s *Store) admit(ctx context.Context, runnerID string, a *store.Admission) error {
+	if a == nil {
+		return nil
+	}
+	if a.Paired != nil {
+		p := s.presence[runnerID]
+		if p == nil || p.Owner != a.Paired.Owner || p.Device != a.Paired.Device {
+			return store.Refuse(store.RefusedUnknownRunner)
+		}
+	}
+	if a.Charge != nil {
+		l, err := s.limiter(a.Charge.Rate)
+		if err != nil {
+			return fmt.Errorf("memory store: admission: %w", err)
+		}
+		d, err := l.Allow(ctx, a.Charge.Key)
+		if err != nil {
+			return fmt.Errorf("memory store: admission: %w", err)
+		}
+		if !d.Allowed {
+			return &store.Refusal{Code: store.RefusedRateLimited, RetryAfter: d.RetryAfter}
+		}
+	}
+	return nil
 }
 
 // Pairings returns the store's pending device codes, judged on its clock:
@@ -168,9 +212,12 @@ func (s *Store) takenByOtherV0Site(siteID, id string, now int64) bool {
 }
 
 // Claim implements store.RoutingStore.
-func (s *Store) Claim(_ context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
+func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+		return nil, err
+	}
 	now := s.now()
 	if in.Touch {
 		s.stamp(in.RunnerID, now)
@@ -273,9 +320,12 @@ func (s *Store) nextCandidate(cursors []*cursor, runner string, now int64) *reco
 }
 
 // Fetch implements store.RoutingStore.
-func (s *Store) Fetch(_ context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
+func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+		return protocol.SealedEnvelope{}, err
+	}
 	now := s.now()
 	if in.Touch {
 		s.stamp(in.RunnerID, now)
@@ -311,9 +361,12 @@ func fetchRefusal(j *store.Job) error {
 }
 
 // Result implements store.RoutingStore.
-func (s *Store) Result(_ context.Context, in store.ResultInput) (store.ResultOutcome, error) {
+func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultOutcome, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+		return store.ResultOutcome{}, err
+	}
 	now := s.now()
 	if in.Touch {
 		s.stamp(in.RunnerID, now)
@@ -481,10 +534,13 @@ func (s *Store) Pair(_ context.Context, in store.PairInput) (store.Presence, err
 }
 
 // Touch implements store.RoutingStore.
-func (s *Store) Touch(_ context.Context, runnerID string) (bool, error) {
+func (s *Store) Touch(ctx context.Context, in store.TouchInput) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stamp(runnerID, s.now()), nil
+	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+		return false, err
+	}
+	return s.stamp(in.RunnerID, s.now()), nil
 }
 
 // stamp sets a paired runner's last-seen time and says whether the runner

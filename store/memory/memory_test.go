@@ -12,9 +12,11 @@ import (
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		c := clock.NewManual(time.UnixMilli(1_750_000_000_000))
+		s := memory.New(c)
 		return storetest.Harness{
-			Store:   memory.New(c),
+			Store:   s,
 			Advance: func(_ *testing.T, d time.Duration) { c.Advance(d) },
+			Limiter: s.Limiter,
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
 )
 
@@ -37,6 +38,9 @@ type Harness struct {
 	// WriteUnparseableJob2 is WriteUnparseableJob for a protocol-2 job, one
 	// a v2 claim would otherwise see; nil skips its case likewise.
 	WriteUnparseableJob2 func(t *testing.T, id, siteID, owner, kind string)
+	// Limiter is the store's own limiter of a rate, whose buckets an
+	// admission's Charge of that rate spends from.
+	Limiter func(rate ratelimit.Rate) (ratelimit.Limiter, error)
 }
 
 // NewHarness builds a fresh harness for one test case, isolated from every

@@ -49,6 +49,7 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"sweep", []func(suite){sweepContract, sweepContract2}},
 		{"clock", []func(suite){clockContract}},
 		{"presence", []func(suite){presenceContract, presenceContract2}},
+		{"admission", []func(suite){admissionContract}},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

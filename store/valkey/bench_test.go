@@ -276,7 +276,7 @@ func BenchmarkOperations(b *testing.B) {
 	})
 	b.Run("Touch", func(b *testing.B) {
 		for i := range b.N {
-			if _, err := s.Touch(ctx, "runner-"+strconv.Itoa(i%1000)); err != nil {
+			if _, err := s.Touch(ctx, store.TouchInput{RunnerID: "runner-" + strconv.Itoa(i%1000)}); err != nil {
 				b.Fatal(err)
 			}
 		}

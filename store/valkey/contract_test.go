@@ -46,6 +46,7 @@ func harness(t *testing.T, client valkey.Client) storetest.Harness {
 	return storetest.Harness{
 		Store:   s,
 		Advance: func(t *testing.T, d time.Duration) { advance(t, s, d) },
+		Limiter: s.Limiter,
 		WriteUnparseableJob: func(t *testing.T, id, site, owner, kind string) {
 			writeLegacyJob(t, s, store.Proto0, id, site, owner, kind)
 		},

@@ -2,31 +2,28 @@ package valkey
 
 import (
 	"context"
-	_ "embed"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
-	"github.com/valkey-io/valkey-go"
-
 	"github.com/byollm/relayd/ratelimit"
+	"github.com/byollm/relayd/store"
 )
 
-//go:embed bucket.lua
-var bucketScript string
+// opBucket takes a request from one rate bucket: a Limiter's whole call.
+const opBucket store.Op = "bucket"
 
 // Limiter is a ratelimit.Limiter keeping its buckets in the store's
 // Valkey, under the store's key prefix, and deciding each request in one
-// script on Valkey's TIME (moved by the test clock lever only on a store
-// opened for tests). Replicas sharing
-// the server and prefix share every bucket. It is safe for concurrent use.
+// script on the store's clock. Replicas sharing the server and prefix
+// share every bucket, and an admission (store.Admission) charging the
+// same key and rate spends from the same one. It is safe for concurrent
+// use.
 type Limiter struct {
-	client valkey.Client
-	rate   ratelimit.Rate
-	prefix string
-	// clockKey is the test clock lever, '' on a production store.
-	clockKey string
-	script   *valkey.Lua
+	store *Store
+	rate  ratelimit.Rate
 }
 
 var _ ratelimit.Limiter = (*Limiter)(nil)
@@ -41,16 +38,7 @@ func (s *Store) Limiter(rate ratelimit.Rate) (ratelimit.Limiter, error) {
 	if !rate.Enabled() {
 		return nil, ratelimit.ErrDisabled
 	}
-	l := &Limiter{
-		client: s.client, rate: rate, prefix: s.prefix,
-		// Not retryable: a retry after a lost reply would take a second
-		// token, where a refusal to the caller costs it one retry.
-		script: valkey.NewLuaScript(bucketScript),
-	}
-	if s.testClock {
-		l.clockKey = ClockKey(s.prefix)
-	}
-	return l, nil
+	return &Limiter{store: s, rate: rate}, nil
 }
 
 // BucketKey is the Valkey key of the bucket of a caller key under prefix.
@@ -61,20 +49,54 @@ func (l *Limiter) Allow(ctx context.Context, key string) (ratelimit.Decision, er
 	if key == "" {
 		return ratelimit.Decision{}, ratelimit.ErrEmptyKey
 	}
-	keys := []string{BucketKey(l.prefix, key)}
-	if l.clockKey != "" {
-		keys = append(keys, l.clockKey)
-	}
-	args := []string{strconv.FormatInt(l.rate.Every.Microseconds(), 10), strconv.Itoa(l.rate.Burst)}
-	reply, err := l.script.Exec(ctx, l.client, keys, args).AsIntSlice()
+	s := l.store
+	c := call{op: opBucket, keys: append(append(make([]string, 0, len(s.keys)+1), s.keys...), BucketKey(s.prefix, key)), args: rateArgs(l.rate)}
+	msg, err := s.exec(ctx, c)
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: valkey: %w", err)
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: %w", err)
 	}
-	if len(reply) != 2 {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: valkey: unexpected reply %v", reply)
+	reply, err := msg.AsIntSlice()
+	if err != nil || len(reply) != 2 {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: valkey: unexpected reply %v", msg)
 	}
 	if reply[0] == 1 {
 		return ratelimit.Decision{Allowed: true}, nil
 	}
 	return ratelimit.Decision{RetryAfter: time.Duration(reply[1]) * time.Microsecond}, nil
+}
+
+// rateArgs is how a script reads a rate: microseconds between two
+// requests, then requests when full.
+func rateArgs(rate ratelimit.Rate) []string {
+	return []string{strconv.FormatInt(rate.Every.Microseconds(), 10), strconv.Itoa(rate.Burst)}
+}
+
+// admitted returns c with the admission a of runner's call: its arguments
+// after the request id, and the bucket it may charge as the last key. A
+// nil admission admits every call, and charges no bucket.
+func (s *Store) admitted(c call, runner string, a *store.Admission) (call, error) {
+	args := []string{runner, "0", "", "", "0", "0", "0"}
+	bucket := BucketKey(s.prefix, "")
+	if a != nil && a.Paired != nil {
+		device, err := json.Marshal(a.Paired.Device)
+		if err != nil {
+			return call{}, fmt.Errorf("valkey store: %s: encoding the admitted device: %w", c.op, err)
+		}
+		args[1], args[2], args[3] = "1", a.Paired.Owner, string(device)
+	}
+	if a != nil && a.Charge != nil {
+		if a.Charge.Key == "" {
+			return call{}, fmt.Errorf("valkey store: %s: %w", c.op, ratelimit.ErrEmptyKey)
+		}
+		rate := rateArgs(a.Charge.Rate)
+		args[4], args[5], args[6] = "1", rate[0], rate[1]
+		bucket = BucketKey(s.prefix, a.Charge.Key)
+	}
+	at := 0
+	if isRemembering(c.op) {
+		at = 1 // after the request id
+	}
+	c.args = slices.Concat(c.args[:at], args, c.args[at:])
+	c.keys = append(slices.Clip(c.keys), bucket)
+	return c, nil
 }

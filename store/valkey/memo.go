@@ -48,6 +48,11 @@ const memoBytes = 64 << 10
 var answersAlike = []store.Op{store.OpFetch, store.OpDropPairing, store.OpSweep,
 	store.OpPairingByDeviceCode, store.OpPairingByUserCode}
 
+// neverResent are the writes valkey-go never re-sends after a lost reply
+// (their scripts are not retryable): a limiter's charge, whose caller is
+// refused once rather than charged twice.
+var neverResent = []store.Op{opBucket}
+
 // memoHeader binds what answer_once reads in op's script.
 func memoHeader(op store.Op) string {
 	return "local REQ_ID = table.remove(ARGV, 1)\n" +

@@ -15,6 +15,7 @@ import (
 
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
 )
 
@@ -306,7 +307,7 @@ func TestRetryOfPresenceAndPairingWritesGetsTheFirstAnswer(t *testing.T) {
 
 	var known bool
 	require.NoError(t, h.dropReply(t, "drop-runner", func() (err error) {
-		known, err = s.Touch(ctx, "drop-runner")
+		known, err = s.Touch(ctx, store.TouchInput{RunnerID: "drop-runner"})
 		return err
 	}))
 	require.True(t, known, "touch: the retry answers the runner is known")
@@ -389,7 +390,7 @@ func TestMemoKeepsACallersNewestAnswersInOneKey(t *testing.T) {
 			first = &c
 		}
 	}
-	known, err := s.Touch(ctx, "r1")
+	known, err := s.Touch(ctx, store.TouchInput{RunnerID: "r1"})
 	require.NoError(t, err)
 	require.False(t, known)
 	s.onCall = nil
@@ -404,12 +405,12 @@ func TestMemoKeepsACallersNewestAnswersInOneKey(t *testing.T) {
 	_, err = s.Pair(ctx, store.PairInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
 	require.NoError(t, err)
 	for range memoAnswers["r"] - 1 {
-		known, err := s.Touch(ctx, "r1")
+		known, err := s.Touch(ctx, store.TouchInput{RunnerID: "r1"})
 		require.NoError(t, err)
 		require.True(t, known)
 	}
 	require.Equal(t, "0", rerunTouch(), "the re-run gets its first answer while it is among the newest")
-	_, err = s.Touch(ctx, "r1")
+	_, err = s.Touch(ctx, store.TouchInput{RunnerID: "r1"})
 	require.NoError(t, err)
 	require.Equal(t, "1", rerunTouch(), "past the memo's depth the call runs again")
 
@@ -424,7 +425,8 @@ func TestMemoKeepsACallersNewestAnswersInOneKey(t *testing.T) {
 
 // TestEveryWriteIsRememberedOrAnswersAlike keeps a new write from
 // answering retries from the new state unnoticed: each write script either
-// keeps a memo or is listed as answering alike, never both.
+// keeps a memo, is listed as answering alike, or is never re-sent: one of
+// the three.
 func TestEveryWriteIsRememberedOrAnswersAlike(t *testing.T) {
 	scripts, err := loadScripts()
 	require.NoError(t, err)
@@ -434,9 +436,62 @@ func TestEveryWriteIsRememberedOrAnswersAlike(t *testing.T) {
 			require.False(t, sc.remembers, "%s reads, and keeps no memo", op)
 			continue
 		}
-		require.NotEqual(t, sc.remembers, slices.Contains(answersAlike, op), "%s must either keep a memo or answer alike", op)
+		kinds := 0
+		for _, is := range []bool{sc.remembers, slices.Contains(answersAlike, op), slices.Contains(neverResent, op)} {
+			if is {
+				kinds++
+			}
+		}
+		require.Equal(t, 1, kinds, "%s must keep a memo, answer alike or never be re-sent", op)
 		if sc.remembers {
 			require.Contains(t, memoAnswers, memoCaller[op], "%s: its caller kind has a memo depth", op)
 		}
 	}
+}
+
+// TestRetriedAdmissionAnswersFirstAndChargesOnce drops the reply of
+// admitted calls: the retry answers as the first run did, a grant and
+// then a rate-limit refusal with the first run's wait, and the bucket is
+// charged once (dropReply checks the retry changed nothing, bucket
+// included).
+func TestRetriedAdmissionAnswersFirstAndChargesOnce(t *testing.T) {
+	ctx := t.Context()
+	h := newLossyStores(t)
+	s := h.lossy
+	_, err := h.direct.Pair(ctx, store.PairInput{RunnerID: "drop-admitted", Owner: "alice", Device: testDevice})
+	require.NoError(t, err)
+	_, err = h.direct.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Stub: testStub(t, h.direct, "admitted-job")})
+	require.NoError(t, err)
+	rate := ratelimit.Rate{Every: time.Hour, Burst: 2}
+	admit := &store.Admission{
+		Paired: &store.Paired{Owner: "alice", Device: testDevice},
+		Charge: &store.Charge{Key: "runner:drop-admitted", Rate: rate},
+	}
+
+	in := claimInput("drop-admitted", 1)
+	in.Touch, in.Admit = true, admit
+	var granted []protocol.ClaimedStub
+	require.NoError(t, h.dropReply(t, "drop-admitted", func() (err error) {
+		granted, err = s.Claim(ctx, in)
+		return err
+	}))
+	require.Len(t, granted, 1, "the retry answers with the first grant")
+
+	l, err := h.direct.Limiter(rate)
+	require.NoError(t, err)
+	d, err := l.Allow(ctx, "runner:drop-admitted")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "the claim and its retry took one request of two")
+
+	err = h.dropReply(t, "drop-admitted", func() error {
+		_, err := s.Touch(ctx, store.TouchInput{RunnerID: "drop-admitted", Admit: admit})
+		return err
+	})
+	var r *store.Refusal
+	require.ErrorAs(t, err, &r)
+	require.Equal(t, store.RefusedRateLimited, r.Code)
+	d, err = l.Allow(ctx, "runner:drop-admitted")
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.Greater(t, r.RetryAfter, d.RetryAfter, "the retry answers the first run's wait, from before the clock moved")
 }

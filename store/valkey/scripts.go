@@ -68,6 +68,32 @@ func isRemembering(op store.Op) bool {
 	return ok
 }
 
+// isAdmitting marks the daemon-plane operations that check an admission
+// (store.Admission) within their own script: the calls of a daemon's
+// hot path, and touch for the rest. Each receives the rate bucket its
+// admission may charge as one more key, after the memo if it has one,
+// and the admission's arguments (admissionArgs) after the request id.
+func isAdmitting(op store.Op) bool {
+	switch op {
+	case store.OpClaim, store.OpFetch, store.OpResult, store.OpTouch:
+		return true
+	}
+	return false
+}
+
+// takesBucket marks the scripts that receive a rate bucket as K.bucket.
+func takesBucket(op store.Op) bool { return isAdmitting(op) || op == opBucket }
+
+// admitHeader binds ADMIT, which admit reads: the admission's arguments,
+// taken off the front of ARGV (after the request id).
+const admitHeader = "local ADMIT = {}\n" +
+	"for _, name in ipairs({ 'runner', 'paired', 'owner', 'device', 'charge', 'every', 'burst' }) do\n" +
+	"  ADMIT[name] = table.remove(ARGV, 1)\n" +
+	"end\n"
+
+// admitFirst runs before an admitting script's own code.
+const admitFirst = "local refusal = admit()\nif refusal then\n  return refusal\nend\n"
+
 // scripted lists the operations that run a script: all but Ping, which
 // is the server's own PING, and every Pairings operation.
 func scripted() []store.Op {
@@ -170,14 +196,25 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	for i, k := range keys {
 		fmt.Fprintf(&b, "  %s = KEYS[%d],\n", k, i+1)
 	}
+	next := len(keys) + 1
 	if sc.remembers {
-		fmt.Fprintf(&b, "  memo = KEYS[%d],\n", len(keys)+1)
+		fmt.Fprintf(&b, "  memo = KEYS[%d],\n", next)
+		next++
+	}
+	if takesBucket(op) {
+		fmt.Fprintf(&b, "  bucket = KEYS[%d],\n", next)
 	}
 	b.WriteString("}\n")
 	code := string(body)
+	if isAdmitting(op) {
+		code = admitFirst + code
+	}
 	if sc.remembers {
 		b.WriteString(memoHeader(op))
 		code = "return answer_once(function()\n" + code + "\nend)\n"
+	}
+	if isAdmitting(op) {
+		b.WriteString(admitHeader)
 	}
 	for _, d := range helpersFor(defs, code) {
 		b.WriteString(d.text)
@@ -186,7 +223,9 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	b.WriteString(code)
 	sc.source = b.String()
 	switch {
-	case isListing(op):
+	case isListing(op), op == opBucket:
+		// The bucket too: a retry after a lost reply would take a second
+		// request, where a refusal costs the caller one retry.
 		// EVALSHA without the read-only flag or the retryable tag is the
 		// one script call valkey-go never re-sends by itself.
 		sc.run = valkey.NewLuaScript(sc.source)

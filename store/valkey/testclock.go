@@ -24,14 +24,17 @@ var testClockLua string
 // errNoTestClock is what the test clock helpers answer on a production store.
 var errNoTestClock = errors.New("valkey store: this store has no test clock: open it with NewFromClientForTest")
 
-// withTestClock returns defs with clock_now replaced by the lever-reading
-// one of testclock.lua.
+// withTestClock returns defs with each clock (clock_now, clock_us)
+// replaced by its lever-reading twin of testclock.lua.
 func withTestClock(defs []helper) []helper {
-	lever := splitHelpers(testClockLua)
+	twins := map[string]helper{}
+	for _, h := range splitHelpers(testClockLua) {
+		twins[h.names[0]] = h
+	}
 	out := make([]helper, 0, len(defs))
 	for _, d := range defs {
-		if len(d.names) == 1 && d.names[0] == "clock_now" {
-			out = append(out, lever...)
+		if twin, ok := twins[d.names[0]]; ok && len(d.names) == 1 {
+			out = append(out, twin)
 			continue
 		}
 		out = append(out, d)

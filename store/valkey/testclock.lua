@@ -14,3 +14,22 @@ local function clock_now()
   end
   return now
 end
+
+-- clock_us is clock_now's twin for the rate buckets, in microseconds, moved
+-- by the same lever.
+local function clock_us()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local lever = redis.call('GET', K.clock)
+  if lever then
+    if string.sub(lever, 1, 1) == '@' then
+      local pinned = tonumber(string.sub(lever, 2))
+      if pinned then
+        return pinned * 1000
+      end
+      return now
+    end
+    return now + (tonumber(lever) or 0) * 1000
+  end
+  return now
+end

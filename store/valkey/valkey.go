@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -132,13 +133,28 @@ func (s *Store) execWrite(ctx context.Context, c call) ([]string, error) {
 		if len(parts) < 2 {
 			return nil, fmt.Errorf("valkey store: %s: refusal without a code", c.op)
 		}
-		r := &store.Refusal{Code: store.RefusalCode(parts[1])}
-		if len(parts) > 2 {
-			r.Was = store.State(parts[2])
-		}
-		return nil, r
+		return nil, refusalOf(c.op, parts[1:])
 	}
 	return nil, fmt.Errorf("valkey store: %s: unexpected reply status %q", c.op, parts[0])
+}
+
+// refusalOf reads a script's refusal: its code, then the job's state
+// (too-late) or the wait in microseconds (rate-limited).
+func refusalOf(op store.Op, parts []string) error {
+	r := &store.Refusal{Code: store.RefusalCode(parts[0])}
+	if len(parts) < 2 {
+		return r
+	}
+	if r.Code != store.RefusedRateLimited {
+		r.Was = store.State(parts[1])
+		return r
+	}
+	wait, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("valkey store: %s: malformed wait %q: %w", op, parts[1], err)
+	}
+	r.RetryAfter = time.Duration(wait) * time.Microsecond
+	return r
 }
 
 func wantParts(op store.Op, parts []string, n int) error {
@@ -219,7 +235,11 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	for range n {
 		args = append(args, newUUID())
 	}
-	parts, err := s.execWrite(ctx, s.newWrite(store.OpClaim, in.RunnerID, args...))
+	c, err := s.admitted(s.newWrite(store.OpClaim, in.RunnerID, args...), in.RunnerID, in.Admit)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := s.execWrite(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +266,11 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 
 // Fetch implements store.RoutingStore.
 func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
-	parts, err := s.execWrite(ctx, s.newCall(store.OpFetch, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch), proto(in.Proto), in.SiteID))
+	c, err := s.admitted(s.newCall(store.OpFetch, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch), proto(in.Proto), in.SiteID), in.RunnerID, in.Admit)
+	if err != nil {
+		return protocol.SealedEnvelope{}, err
+	}
+	parts, err := s.execWrite(ctx, c)
 	if err != nil {
 		return protocol.SealedEnvelope{}, err
 	}
@@ -266,7 +290,11 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 	if err != nil {
 		return store.ResultOutcome{}, fmt.Errorf("valkey store: result: encoding result: %w", err)
 	}
-	parts, err := s.execWrite(ctx, s.newWrite(store.OpResult, in.RunnerID, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID, proto(in.Proto), in.SiteID))
+	c, err := s.admitted(s.newWrite(store.OpResult, in.RunnerID, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID, proto(in.Proto), in.SiteID), in.RunnerID, in.Admit)
+	if err != nil {
+		return store.ResultOutcome{}, err
+	}
+	parts, err := s.execWrite(ctx, c)
 	if err != nil {
 		return store.ResultOutcome{}, err
 	}
@@ -389,8 +417,12 @@ func flag(b bool) string {
 }
 
 // Touch implements store.RoutingStore.
-func (s *Store) Touch(ctx context.Context, runnerID string) (bool, error) {
-	parts, err := s.execWrite(ctx, s.newWrite(store.OpTouch, runnerID, runnerID))
+func (s *Store) Touch(ctx context.Context, in store.TouchInput) (bool, error) {
+	c, err := s.admitted(s.newWrite(store.OpTouch, in.RunnerID, in.RunnerID), in.RunnerID, in.Admit)
+	if err != nil {
+		return false, err
+	}
+	parts, err := s.execWrite(ctx, c)
 	if err != nil {
 		return false, err
 	}

@@ -266,7 +266,7 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		_, err := s.Pair(ctx, store.PairInput{RunnerID: "r1", Owner: "alice", Device: testDevice})
 		require.NoError(t, err)
 		rerun(t, s, store.OpTouch, func() {
-			ok, err := s.Touch(ctx, "r1")
+			ok, err := s.Touch(ctx, store.TouchInput{RunnerID: "r1"})
 			require.NoError(t, err)
 			require.True(t, ok)
 		})

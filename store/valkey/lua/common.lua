@@ -46,6 +46,9 @@
 --                     (testclock.lua); production scripts do not receive it
 --   K.presence  hash  runner id -> presence record (framed)
 --   K.paired    zset  runner id, score = sequence at first pairing
+--   K.bucket    string  (admitting scripts: the rate bucket an admission charges,
+--                     ratelimit:<caller>) the instant in microseconds it is full
+--                     again (take_token)
 --   K.memo      string  (per caller and operation; the caller is a runner, site
 --                     or pairing device) framed [request id, framed reply]...
 --                     newest first (answer_once)
@@ -67,6 +70,34 @@
 local function clock_now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- clock_us reads the rate buckets' clock: Valkey TIME in microseconds,
+-- which testclock.lua also replaces in a store opened for tests.
+local function clock_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- take_token takes one request from the rate bucket at key, which holds
+-- the instant (microseconds) it is full again, for a rate of one request
+-- every `every` microseconds and bursts of `burst`. It answers 0 when a
+-- request was taken, or how many microseconds until one can be. Taking
+-- none writes nothing; the key expires once the bucket is full again,
+-- which is the same as not existing, so idle callers cost nothing.
+local function take_token(key, every, burst)
+  local now = clock_us()
+  local full = tonumber(redis.call('GET', key) or '') or now
+  if full < now then
+    full = now
+  end
+  local wait = full - now - (burst - 1) * every
+  if wait > 0 then
+    return wait
+  end
+  full = full + every
+  redis.call('SET', key, string.format('%d', full), 'PX', math.ceil((full - now) / 1000))
+  return 0
 end
 
 -- ms formats an integer number of milliseconds without exponent notation.
@@ -839,6 +870,27 @@ local function stamp_presence(runner, now)
   p.seen = ms(now)
   redis.call('HSET', K.presence, runner, encode_presence(p))
   return true
+end
+
+-- admit checks the admission of a daemon call (ADMIT, which the header of
+-- an admitting script binds) before anything else of the call: it answers
+-- nil when the call may go on, or the refusal to answer. The presence
+-- must hold exactly the owner and device JSON given, then the bucket
+-- K.bucket must have a request; a refusal writes nothing.
+local function admit()
+  if ADMIT.paired == '1' then
+    local p = decode_presence(redis.call('HGET', K.presence, ADMIT.runner))
+    if not p or p.owner ~= ADMIT.owner or p.device ~= ADMIT.device then
+      return { 'refused', REFUSED_UNKNOWN_RUNNER }
+    end
+  end
+  if ADMIT.charge == '1' then
+    local wait = take_token(K.bucket, tonumber(ADMIT.every), tonumber(ADMIT.burst))
+    if wait > 0 then
+      return { 'refused', REFUSED_RATE_LIMITED, string.format('%d', wait) }
+    end
+  end
+  return nil
 end
 
 -- read_jobs returns, for each job key, the bare id, record, payload and

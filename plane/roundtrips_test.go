@@ -1,0 +1,119 @@
+package plane_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/plane"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit"
+	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/valkey"
+)
+
+// TestOneStoreRoundTripPerDaemonCall counts the commands a Valkey server
+// runs for each protocol "0" daemon call. With the limiter's buckets in
+// the store (RunnerRate, as the server wires it), the presence check and
+// the rate charge go with the call's own operation: one command for a
+// claim, a fetch or a result, where checking them apart takes three.
+func TestOneStoreRoundTripPerDaemonCall(t *testing.T) {
+	srv := valkeytest.Start(t) // its own server: every command it counts is this test's
+	onServer := func(t *testing.T) (store.RoutingStore, func(time.Duration)) {
+		s, err := valkey.NewFromClientForTest(srv.Client(t), valkeytest.Prefix(t))
+		require.NoError(t, err)
+		require.NoError(t, s.PinClockForTest(t.Context()))
+		return s, func(d time.Duration) { require.NoError(t, s.AdvanceClockForTest(context.Background(), d)) }
+	}
+	rate := ratelimit.Rate{Every: time.Millisecond, Burst: 1000}
+	b := setup(t, onServer, &setupOpts{RateLimit: rate})
+	b.paired(t, "alice")
+	commands := commandCounter(t, srv)
+
+	for _, tc := range []struct {
+		name            string
+		apart           bool
+		claim, fetchRes int
+		heartbeat       int
+		release         int
+	}{
+		// touch, sweep, cancelRequests and renew are still four.
+		{name: "admitted in the operation", claim: 1, fetchRes: 1, heartbeat: 4, release: 2},
+		{name: "checked apart", apart: true, claim: 3, fetchRes: 3, heartbeat: 6, release: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := b.config(b.store)
+			if tc.apart {
+				cfg.RunnerRate = ratelimit.Rate{}
+			}
+			relay := httptest.NewServer(plane.New(cfg).Handler())
+			t.Cleanup(relay.Close)
+			d := b.daemonAt(t, "alice", relay.URL, "runner_alice")
+			// The first lifecycle loads every script the calls use.
+			for round := range 2 {
+				id := tc.name[:3] + strconv.Itoa(round)
+				b.enqueue(t, b.stub(t, id, "alice"))
+				var c protocol.ClaimedStub
+				claim := commands(func() { c = b.claimOne(t, d, id) })
+				b.seal(t, c, `{"prompt":"p"}`)
+				fetch := commands(func() {
+					_, err := d.Fetch(b.ctx, c.ID, c.Lease.ID)
+					require.NoError(t, err)
+				})
+				heartbeat := commands(func() {
+					_, err := d.Heartbeat(b.ctx, []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}})
+					require.NoError(t, err)
+				})
+				result := commands(func() { b.finish(t, d, c, `{"outcome":{"text":"r"}}`) })
+				release := commands(func() {
+					_, err := d.Release(b.ctx, []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, protocol.ReasonShutdown)
+					require.NoError(t, err)
+				})
+				if round == 0 {
+					continue
+				}
+				require.Equal(t, tc.claim, claim, "claim")
+				require.Equal(t, tc.fetchRes, fetch, "fetch")
+				require.Equal(t, tc.fetchRes, result, "result")
+				require.Equal(t, tc.heartbeat, heartbeat, "heartbeat")
+				require.Equal(t, tc.release, release, "release")
+			}
+		})
+	}
+}
+
+// commandCounter returns a function that runs do and says how many
+// script calls srv ran meanwhile: the relay's store sends nothing else
+// (commandstats counts the commands a script runs too, under their own
+// names, so only the script calls are round trips).
+func commandCounter(t *testing.T, srv *valkeytest.Server) func(do func()) int {
+	c := srv.Client(t)
+	total := func() int {
+		info, err := c.Do(t.Context(), c.B().Info().Section("commandstats").Build()).ToString()
+		require.NoError(t, err)
+		n := 0
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+			if !ok || !strings.HasPrefix(name, "eval") {
+				continue
+			}
+			calls, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.Atoi(calls)
+			require.NoError(t, err)
+			n += v
+		}
+		return n
+	}
+	return func(do func()) int {
+		before := total()
+		do()
+		return total() - before
+	}
+}
+

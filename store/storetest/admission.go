@@ -1,0 +1,196 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit"
+	"github.com/byollm/relayd/store"
+)
+
+// admissionContract lists the cases of an operation's admission: the
+// presence check and rate charge a daemon call passes in the same step.
+func admissionContract(s suite) {
+	s.run("charges one request per call and refuses an empty bucket with its wait", admissionChargesOnePerCall)
+	s.run("refuses a runner not paired as exactly that owner and device, spending nothing", admissionRefusesUnpairedRunner)
+	s.run("refused, runs no part of the call: nothing granted, stamped or changed", admissionRefusedRunsNothing)
+	s.run("admitted, runs the whole call, stamp included", admissionAdmittedRunsCall)
+	s.run("spends from the bucket the store's limiter of that rate keeps", admissionSharesLimiterBuckets)
+}
+
+// oneASecond is a bucket of one request a second, no burst: each
+// admission charged to it empties it for exactly a second.
+var oneASecond = ratelimit.Rate{Every: time.Second, Burst: 1}
+
+// admitted is the admission of d's call as protocol "0" makes it.
+func admitted(d device) *store.Admission {
+	return &store.Admission{
+		Paired: &store.Paired{Owner: d.owner, Device: identityOf(d)},
+		Charge: &store.Charge{Key: "runner:" + d.runner, Rate: oneASecond},
+	}
+}
+
+func (b *bundle) touchAdmitted(d device, a *store.Admission) (bool, error) {
+	return b.s.Touch(b.ctx, store.TouchInput{RunnerID: d.runner, Admit: a})
+}
+
+// requireRateLimited asserts err is a rate-limit refusal with that wait.
+func requireRateLimited(t *testing.T, err error, wait time.Duration) {
+	t.Helper()
+	requireRefusal(t, err, store.RefusedRateLimited)
+	var r *store.Refusal
+	require.True(t, errors.As(err, &r))
+	require.Equal(t, wait, r.RetryAfter, "the wait until the bucket has a request")
+}
+
+func admissionChargesOnePerCall(t *testing.T, b *bundle) {
+	b.pair(t, store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+	known, err := b.touchAdmitted(alice, admitted(alice))
+	require.NoError(t, err)
+	require.True(t, known)
+	_, err = b.touchAdmitted(alice, admitted(alice))
+	requireRateLimited(t, err, time.Second)
+	b.advance(t, 400*time.Millisecond)
+	_, err = b.touchAdmitted(alice, admitted(alice))
+	requireRateLimited(t, err, 600*time.Millisecond)
+	// Another caller's bucket is its own.
+	b.pair(t, store.PairInput{RunnerID: bob.runner, Owner: bob.owner, Device: identityOf(bob)})
+	_, err = b.touchAdmitted(bob, admitted(bob))
+	require.NoError(t, err)
+	b.advance(t, 600*time.Millisecond)
+	_, err = b.touchAdmitted(alice, admitted(alice))
+	require.NoError(t, err, "the bucket refills on the store clock")
+	// A burst is spent request by request.
+	burst := &store.Admission{Charge: &store.Charge{Key: "burst", Rate: ratelimit.Rate{Every: time.Second, Burst: 3}}}
+	for range 3 {
+		_, err = b.touchAdmitted(alice, burst)
+		require.NoError(t, err)
+	}
+	_, err = b.touchAdmitted(alice, burst)
+	requireRateLimited(t, err, time.Second)
+}
+
+func admissionRefusesUnpairedRunner(t *testing.T, b *bundle) {
+	_, err := b.touchAdmitted(alice, admitted(alice))
+	requireRefusal(t, err, store.RefusedUnknownRunner)
+	b.pair(t, store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+	otherOwner := admitted(alice)
+	otherOwner.Paired.Owner = bob.owner
+	_, err = b.touchAdmitted(alice, otherOwner)
+	requireRefusal(t, err, store.RefusedUnknownRunner)
+	for _, change := range []func(*protocol.PublicIdentity){
+		func(d *protocol.PublicIdentity) { d.Identity = identityKey(bob.runner) },
+		func(d *protocol.PublicIdentity) { d.Encryption += "-rotated" },
+		func(d *protocol.PublicIdentity) { d.EncryptionSig += "-rotated" },
+	} {
+		otherDevice := admitted(alice)
+		change(&otherDevice.Paired.Device)
+		_, err = b.touchAdmitted(alice, otherDevice)
+		requireRefusal(t, err, store.RefusedUnknownRunner)
+	}
+	// None of the refusals spent the one request the bucket holds.
+	_, err = b.touchAdmitted(alice, admitted(alice))
+	require.NoError(t, err)
+	// Without Paired, only the charge is checked: an unpaired runner is
+	// charged, and its touch reports it unknown.
+	known, err := b.touchAdmitted(bob, &store.Admission{Charge: admitted(bob).Charge})
+	require.NoError(t, err)
+	require.False(t, known)
+}
+
+func admissionRefusedRunsNothing(t *testing.T, b *bundle) {
+	b.pair(t, store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+	b.enqueue(t, "a", "b")
+	c := b.claimOne(t, alice)
+	b.seal(t, c)
+	_, err := b.touchAdmitted(alice, admitted(alice)) // empties the bucket
+	require.NoError(t, err)
+	b.advance(t, 500*time.Millisecond)
+	seen := b.presence(t, alice.runner).LastSeenAt
+
+	claim := store.ClaimInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice),
+		Routes: []store.Route{{SiteID: Site, Owner: alice.owner}}, Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: leaseMs,
+		Touch: true, Admit: admitted(alice)}
+	_, err = b.s.Claim(b.ctx, claim)
+	requireRateLimited(t, err, 500*time.Millisecond)
+	b.requireState(t, "b", store.Queued)
+	held := lease(c)
+	held.Touch, held.Admit = true, admitted(alice)
+	_, err = b.s.Fetch(b.ctx, held)
+	requireRateLimited(t, err, 500*time.Millisecond)
+	b.requireState(t, "a", store.Ready)
+	_, err = b.s.Result(b.ctx, store.ResultInput{LeaseInput: held, Envelope: envelope(protocol.DirectionResult, "a-ok"), Disposition: protocol.DispositionOK})
+	requireRateLimited(t, err, 500*time.Millisecond)
+	b.requireState(t, "a", store.Ready)
+	require.Equal(t, seen, b.presence(t, alice.runner).LastSeenAt, "a refused call stamps nothing")
+
+	stranger := admitted(bob)
+	claim.Admit = stranger
+	_, err = b.s.Claim(b.ctx, claim)
+	requireRefusal(t, err, store.RefusedUnknownRunner)
+	b.requireState(t, "b", store.Queued)
+}
+
+func admissionAdmittedRunsCall(t *testing.T, b *bundle) {
+	b.pair(t, store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+	b.enqueue(t, "a")
+	step := func(call func() error) {
+		t.Helper()
+		b.advance(t, time.Second)
+		now := b.now(t)
+		require.NoError(t, call())
+		require.Equal(t, now, b.presence(t, alice.runner).LastSeenAt, "the admitted call stamps the runner")
+	}
+	var got []protocol.ClaimedStub
+	step(func() (err error) {
+		got, err = b.s.Claim(b.ctx, store.ClaimInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice),
+			Routes: []store.Route{{SiteID: Site, Owner: alice.owner}}, Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: leaseMs,
+			Touch: true, Admit: admitted(alice)})
+		return err
+	})
+	require.Len(t, got, 1)
+	b.seal(t, got[0])
+	held := lease(got[0])
+	held.Touch, held.Admit = true, admitted(alice)
+	step(func() error {
+		env, err := b.s.Fetch(b.ctx, held)
+		require.Equal(t, envelopeFor(alice.runner, protocol.DirectionPayload, "a"), env)
+		return err
+	})
+	b.requireState(t, "a", store.Running)
+	step(func() error {
+		res, err := b.s.Result(b.ctx, store.ResultInput{LeaseInput: held, Envelope: envelope(protocol.DirectionResult, "a-ok"), Disposition: protocol.DispositionOK})
+		require.False(t, res.Duplicate)
+		return err
+	})
+	b.requireState(t, "a", store.Done)
+	// An operation's own refusals still come after an admitted charge.
+	b.advance(t, time.Second)
+	held.LeaseID = "not-the-lease"
+	_, err := b.s.Fetch(b.ctx, held)
+	requireRefusal(t, err, store.RefusedStaleLease)
+	_, err = b.touchAdmitted(alice, admitted(alice))
+	requireRateLimited(t, err, time.Second)
+}
+
+func admissionSharesLimiterBuckets(t *testing.T, b *bundle) {
+	require.NotNil(t, b.h.Limiter, "the harness gives the store's limiter")
+	b.pair(t, store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+	l, err := b.h.Limiter(oneASecond)
+	require.NoError(t, err)
+	d, err := l.Allow(b.ctx, "runner:"+alice.runner)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	_, err = b.touchAdmitted(alice, admitted(alice))
+	requireRateLimited(t, err, time.Second)
+	b.advance(t, time.Second)
+	_, err = b.touchAdmitted(alice, admitted(alice))
+	require.NoError(t, err)
+	d, err = l.Allow(b.ctx, "runner:"+alice.runner)
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.Decision{RetryAfter: time.Second}, d, "the limiter sees the admission's request")
+}
