@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/protocol"
@@ -36,7 +35,7 @@ func (r *Relay) rateLimit(ctx context.Context, limiter ratelimit.Limiter, key st
 	if d.Allowed {
 		return nil
 	}
-	return protocol.RateLimited(ceilDiv(d.RetryAfter, time.Second))
+	return codec.RateLimited(d.RetryAfter)
 }
 
 // charge is rateLimit against limiter, for a codec to call once it knows
@@ -58,11 +57,6 @@ func runnerCharge(cfg Config) func(runnerID string) *store.Charge {
 		return func(string) *store.Charge { return nil }
 	}
 	return nil
-}
-
-// ceilDiv is d in units of unit, rounded up.
-func ceilDiv(d, unit time.Duration) int64 {
-	return int64((d + unit - 1) / unit)
 }
 
 // clientAddr names the client a pairing is charged to: the connection's

@@ -2,6 +2,7 @@ package plane_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/plane"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/valkey"
@@ -117,3 +119,45 @@ func commandCounter(t *testing.T, srv *valkeytest.Server) func(do func()) int {
 	}
 }
 
+// TestV2DaemonCallIsTwoStoreRoundTrips counts the script calls of each
+// protocol "2" daemon call: its rate charge goes with its presence stamp,
+// then its operation, two in all where charging apart took three. The
+// heartbeat, which may refuse or sweep before it stamps, is still charged
+// on its own: charge, sweep, stamp, cancelRequests, renew.
+func TestV2DaemonCallIsTwoStoreRoundTrips(t *testing.T) {
+	srv := valkeytest.Start(t)
+	onServer := func(t *testing.T) (store.RoutingStore, func(time.Duration)) {
+		s, err := valkey.NewFromClientForTest(srv.Client(t), valkeytest.Prefix(t))
+		require.NoError(t, err)
+		require.NoError(t, s.PinClockForTest(t.Context()))
+		return s, func(d time.Duration) { require.NoError(t, s.AdvanceClockForTest(context.Background(), d)) }
+	}
+	opts := bothProtocols()
+	opts.RateLimit = ratelimit.Rate{Every: time.Millisecond, Burst: 1000}
+	b := setup(t, onServer, opts)
+	commands := commandCounter(t, srv)
+	d := b.device2(t, "alice")
+	site := b.site2(t, "site", siteMain)
+	for round := range 2 {
+		stub := site.stub2(t, "v2-"+strconv.Itoa(round), "alice")
+		site.enqueued(t, stub)
+		var jobs []proto2.ClaimedStub
+		claim := commands(func() { jobs = d.claimed(t, 1) })
+		require.Len(t, jobs, 1)
+		c := jobs[0]
+		site.seal(t, c, `{"prompt":"p"}`)
+		fetch := commands(func() { require.Equal(t, http.StatusOK, d.fetch(t, c.ID, c.Lease.ID).Status) })
+		heartbeat := commands(func() { require.Equal(t, http.StatusOK, d.heartbeat(t, grant(c)).Status) })
+		env := b.sealedResult(t, d, "site", c, `{"outcome":{"text":"r"}}`)
+		result := commands(func() { require.Equal(t, http.StatusOK, d.result(t, c.ID, c.Lease.ID, env).Status) })
+		release := commands(func() { require.Equal(t, http.StatusOK, d.release(t, "shutdown", grant(c)).Status) })
+		if round == 0 {
+			continue // the first round loads the scripts
+		}
+		require.Equal(t, 2, claim, "claim")
+		require.Equal(t, 2, fetch, "fetch")
+		require.Equal(t, 2, result, "result")
+		require.Equal(t, 2, release, "release")
+		require.Equal(t, 5, heartbeat, "heartbeat")
+	}
+}

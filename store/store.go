@@ -328,6 +328,9 @@ type PairInput struct {
 	Device       protocol.PublicIdentity
 	Capabilities json.RawMessage
 	Withheld     json.RawMessage
+	// Admit, when set, is checked first; a refused admission records
+	// nothing.
+	Admit *Admission
 }
 
 // SweepResult lists the jobs a sweep requeued and those it dropped because

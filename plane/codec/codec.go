@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/projection"
@@ -128,6 +129,12 @@ type Env struct {
 
 // RunnerKey is the rate-limit key of a runner.
 func RunnerKey(runnerID string) string { return "runner:" + runnerID }
+
+// RateLimited is the 429 of a caller who must wait that long: the wait in
+// whole seconds, rounded up, whichever protocol the caller speaks.
+func RateLimited(wait time.Duration) *protocol.Refusal {
+	return protocol.RateLimited(int64((wait + time.Second - 1) / time.Second))
+}
 
 // NowMs reads the relay clock in milliseconds.
 func (e *Env) NowMs() int64 { return clock.UnixMilli(e.Clock) }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/protocol"
@@ -50,7 +49,7 @@ func wireRefusal(op store.Op, r *store.Refusal) *protocol.Refusal {
 		// paired as the projection has it, as authenticate would refuse.
 		return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerNotKnown)
 	case store.RefusedRateLimited:
-		return protocol.RateLimited(int64((r.RetryAfter + time.Second - 1) / time.Second))
+		return codec.RateLimited(r.RetryAfter)
 	case store.RefusedOtherDevice:
 		// The one code whose answer depends on the call. A payload sealed
 		// for an earlier holder gets the status and code of a late seal,

@@ -18,6 +18,9 @@ type caller struct {
 	// proj is the projection the call was authenticated under; handlers
 	// decide with the same one, even if a reload lands meanwhile.
 	proj *projection.Projection
+	// admit, while set, is the rate charge still owed by a caller
+	// authenticated without it: the presence stamp charges it first.
+	admit *store.Admission
 }
 
 // daemonRoute is one signed daemon endpoint, whatever its types.
@@ -56,12 +59,14 @@ func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *cal
 // daemonPlane authenticates the caller (§3.3, with decision D7), stamps
 // its presence, and runs the endpoint.
 func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemonRoute) (any, error) {
-	who, err := c.authenticate(ctx, req)
+	// A route that stamps the caller itself may first refuse or sweep,
+	// which must come after the charge: it is charged on its own.
+	who, err := c.authenticate(ctx, req, !route.stampsItself())
 	if err != nil {
 		return nil, err
 	}
 	if !route.stampsItself() {
-		if err := c.stamp(ctx, who, store.PairInput{}); err != nil {
+		if err := c.stamp(ctx, who, store.PairInput{Admit: who.admit}); err != nil {
 			return nil, err
 		}
 	}
@@ -72,8 +77,11 @@ func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemo
 // reference's order: signature present, runner known, signature valid,
 // device not revoked. Unlike the reference, the projection alone says who
 // a runner is (D7): a runner whose device record is gone is not
-// recognised whatever presence remains.
-func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, error) {
+// recognised whatever presence remains. With chargeInStamp, and the
+// limiter's buckets in the store, a caller who passes every other step
+// owes its charge to the presence stamp that comes next (one store call
+// for both); the charge still comes before anything else is written.
+func (c *Codec) authenticate(ctx context.Context, req *codec.Request, chargeInStamp bool) (*caller, error) {
 	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderRunner)
 	if !ok {
 		return nil, proto2.NotSigned()
@@ -85,6 +93,9 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	}
 	if refusal := c.env.Verify(sig, req.Endpoint, req.Body, dev.Device.Identity); refusal != nil {
 		return nil, refusal
+	}
+	if chargeInStamp && c.env.RunnerCharge != nil && !dev.Revoked {
+		return &caller{device: dev, proj: proj, admit: &store.Admission{Charge: c.env.RunnerCharge(dev.RunnerID)}}, nil
 	}
 	// Charged only now, under the verified runner id: a stranger naming
 	// someone else's runner cannot spend that runner's tokens.

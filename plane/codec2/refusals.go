@@ -28,6 +28,10 @@ func pairingBusy() *proto2.Refusal {
 func storeError(op store.Op, err error) error {
 	var refused *store.Refusal
 	if errors.As(err, &refused) {
+		if refused.Code == store.RefusedRateLimited {
+			// An admission's charge: the limiter's own answer.
+			return codec.RateLimited(refused.RetryAfter)
+		}
 		if refusal := wireRefusal(op, refused); refusal != nil {
 			return refusal
 		}

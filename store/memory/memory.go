@@ -514,9 +514,12 @@ func (s *Store) Renew(_ context.Context, in store.RenewInput) (store.RenewResult
 }
 
 // Pair implements store.RoutingStore.
-func (s *Store) Pair(_ context.Context, in store.PairInput) (store.Presence, error) {
+func (s *Store) Pair(ctx context.Context, in store.PairInput) (store.Presence, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+		return store.Presence{}, err
+	}
 	p := s.presence[in.RunnerID]
 	if p == nil {
 		p = &store.Presence{RunnerID: in.RunnerID}

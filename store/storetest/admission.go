@@ -20,6 +20,7 @@ func admissionContract(s suite) {
 	s.run("refused, runs no part of the call: nothing granted, stamped or changed", admissionRefusedRunsNothing)
 	s.run("admitted, runs the whole call, stamp included", admissionAdmittedRunsCall)
 	s.run("spends from the bucket the store's limiter of that rate keeps", admissionSharesLimiterBuckets)
+	s.run("charges a pairing first, which a refusal leaves unrecorded (protocol 2's stamp)", admissionChargesPairing)
 }
 
 // oneASecond is a bucket of one request a second, no burst: each
@@ -193,4 +194,23 @@ func admissionSharesLimiterBuckets(t *testing.T, b *bundle) {
 	d, err = l.Allow(b.ctx, "runner:"+alice.runner)
 	require.NoError(t, err)
 	require.Equal(t, ratelimit.Decision{RetryAfter: time.Second}, d, "the limiter sees the admission's request")
+}
+
+func admissionChargesPairing(t *testing.T, b *bundle) {
+	charge := &store.Admission{Charge: admitted(alice).Charge}
+	in := store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice), Admit: charge}
+	now := b.now(t)
+	p, err := b.s.Pair(b.ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, store.Presence{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice), LastSeenAt: now}, p)
+	b.advance(t, 250*time.Millisecond)
+	in.Owner, in.Capabilities = bob.owner, []byte(`["x"]`)
+	_, err = b.s.Pair(b.ctx, in)
+	requireRateLimited(t, err, 750*time.Millisecond)
+	require.Equal(t, p, b.presence(t, alice.runner), "the refused pairing recorded nothing")
+	_, err = b.s.Pair(b.ctx, store.PairInput{RunnerID: bob.runner, Owner: bob.owner, Device: identityOf(bob), Admit: admitted(bob)})
+	requireRefusal(t, err, store.RefusedUnknownRunner)
+	_, ok, err := b.s.Presence(b.ctx, bob.runner)
+	require.NoError(t, err)
+	require.False(t, ok, "a refused pairing creates no presence")
 }

@@ -393,8 +393,12 @@ func (s *Store) Pair(ctx context.Context, in store.PairInput) (store.Presence, e
 	if err != nil {
 		return store.Presence{}, fmt.Errorf("valkey store: pair: encoding device: %w", err)
 	}
-	parts, err := s.execWrite(ctx, s.newWrite(store.OpPair, in.RunnerID, in.RunnerID, in.Owner, string(device),
-		string(in.Capabilities), flag(in.Capabilities != nil), string(in.Withheld), flag(in.Withheld != nil)))
+	c, err := s.admitted(s.newWrite(store.OpPair, in.RunnerID, in.RunnerID, in.Owner, string(device),
+		string(in.Capabilities), flag(in.Capabilities != nil), string(in.Withheld), flag(in.Withheld != nil)), in.RunnerID, in.Admit)
+	if err != nil {
+		return store.Presence{}, err
+	}
+	parts, err := s.execWrite(ctx, c)
 	if err != nil {
 		return store.Presence{}, err
 	}
