@@ -98,12 +98,23 @@ func (i *instrumented) Touch(ctx context.Context, in store.TouchInput) (bool, er
 	return timed(i, store.OpTouch, func() (bool, error) { return i.next.Touch(ctx, in) })
 }
 
+func (i *instrumented) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.HeartbeatResult, error) {
+	res, err := timed(i, store.OpHeartbeat, func() (store.HeartbeatResult, error) { return i.next.Heartbeat(ctx, in) })
+	i.swept(res.Swept)
+	return res, err
+}
+
 func (i *instrumented) Sweep(ctx context.Context) (store.SweepResult, error) {
 	res, err := timed(i, store.OpSweep, func() (store.SweepResult, error) { return i.next.Sweep(ctx) })
+	i.swept(res)
+	return res, err
+}
+
+// swept counts what a sweep, or a heartbeat's sweep, settled.
+func (i *instrumented) swept(res store.SweepResult) {
 	i.m.sweepRequeued.Add(float64(len(res.Requeued)))
 	i.m.sweepExpired.Add(float64(len(res.Expired)))
 	i.m.sweepLapsed.Add(float64(len(res.Lapsed)))
-	return res, err
 }
 
 func (i *instrumented) Job(ctx context.Context, siteID, id string) (store.Job, bool, error) {

@@ -32,6 +32,7 @@ func TestEveryOperationIsLabelledWithItsOp(t *testing.T) {
 	_, _ = st.Renew(ctx, store.RenewInput{})
 	_, _ = st.Pair(ctx, store.PairInput{})
 	_, _ = st.Touch(ctx, store.TouchInput{RunnerID: "r"})
+	_, _ = st.Heartbeat(ctx, store.HeartbeatInput{RunnerID: "r"})
 	_, _ = st.Sweep(ctx)
 	_, _, _ = st.Job(ctx, "s", "j")
 	_, _ = st.Jobs(ctx, 0)

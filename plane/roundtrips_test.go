@@ -24,7 +24,9 @@ import (
 // runs for each protocol "0" daemon call. With the limiter's buckets in
 // the store (RunnerRate, as the server wires it), the presence check and
 // the rate charge go with the call's own operation: one command for a
-// claim, a fetch or a result, where checking them apart takes three.
+// claim, a fetch, a result or a heartbeat (whose stamp, sweep, cancel
+// list and renewal are one operation), where checking them apart takes
+// three.
 func TestOneStoreRoundTripPerDaemonCall(t *testing.T) {
 	srv := valkeytest.Start(t) // its own server: every command it counts is this test's
 	onServer := func(t *testing.T) (store.RoutingStore, func(time.Duration)) {
@@ -45,9 +47,9 @@ func TestOneStoreRoundTripPerDaemonCall(t *testing.T) {
 		heartbeat       int
 		release         int
 	}{
-		// touch, sweep, cancelRequests and renew are still four.
-		{name: "admitted in the operation", claim: 1, fetchRes: 1, heartbeat: 4, release: 2},
-		{name: "checked apart", apart: true, claim: 3, fetchRes: 3, heartbeat: 6, release: 4},
+		// A release is still touched first, then released.
+		{name: "admitted in the operation", claim: 1, fetchRes: 1, heartbeat: 1, release: 2},
+		{name: "checked apart", apart: true, claim: 3, fetchRes: 3, heartbeat: 3, release: 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := b.config(b.store)
@@ -121,9 +123,9 @@ func commandCounter(t *testing.T, srv *valkeytest.Server) func(do func()) int {
 
 // TestV2DaemonCallIsTwoStoreRoundTrips counts the script calls of each
 // protocol "2" daemon call: its rate charge goes with its presence stamp,
-// then its operation, two in all where charging apart took three. The
-// heartbeat, which may refuse or sweep before it stamps, is still charged
-// on its own: charge, sweep, stamp, cancelRequests, renew.
+// then its operation, two in all where charging apart took three. A
+// heartbeat is one: charge, stamp, sweep, cancel list and renewal in one
+// operation, where it took five.
 func TestV2DaemonCallIsTwoStoreRoundTrips(t *testing.T) {
 	srv := valkeytest.Start(t)
 	onServer := func(t *testing.T) (store.RoutingStore, func(time.Duration)) {
@@ -158,6 +160,6 @@ func TestV2DaemonCallIsTwoStoreRoundTrips(t *testing.T) {
 		require.Equal(t, 2, fetch, "fetch")
 		require.Equal(t, 2, result, "result")
 		require.Equal(t, 2, release, "release")
-		require.Equal(t, 5, heartbeat, "heartbeat")
+		require.Equal(t, 1, heartbeat, "heartbeat")
 	}
 }

@@ -166,6 +166,10 @@ func (b *bounded) Touch(ctx context.Context, in store.TouchInput) (bool, error) 
 	return within(ctx, b.timeout, func(ctx context.Context) (bool, error) { return b.next.Touch(ctx, in) })
 }
 
+func (b *bounded) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.HeartbeatResult, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) (store.HeartbeatResult, error) { return b.next.Heartbeat(ctx, in) })
+}
+
 func (b *bounded) Sweep(ctx context.Context) (store.SweepResult, error) {
 	return within(ctx, b.timeout, b.next.Sweep)
 }

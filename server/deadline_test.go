@@ -89,6 +89,9 @@ func (s *deadlineSpy) Pair(ctx context.Context, _ store.PairInput) (store.Presen
 func (s *deadlineSpy) Touch(ctx context.Context, _ store.TouchInput) (bool, error) {
 	return false, s.saw(ctx, "Touch")
 }
+func (s *deadlineSpy) Heartbeat(ctx context.Context, _ store.HeartbeatInput) (store.HeartbeatResult, error) {
+	return store.HeartbeatResult{}, s.saw(ctx, "Heartbeat")
+}
 func (s *deadlineSpy) Sweep(ctx context.Context) (store.SweepResult, error) {
 	return store.SweepResult{}, s.saw(ctx, "Sweep")
 }

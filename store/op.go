@@ -20,6 +20,7 @@ const (
 	OpRenew          Op = "renew"
 	OpPair           Op = "pair"
 	OpTouch          Op = "touch"
+	OpHeartbeat      Op = "heartbeat"
 	OpSweep          Op = "sweep"
 	OpJob            Op = "job"
 	OpJobs           Op = "jobs"
@@ -42,7 +43,7 @@ const (
 func Ops() []Op {
 	return []Op{
 		OpNow, OpEnqueue, OpClaim, OpFetch, OpResult, OpRelease, OpPayload, OpCancel, OpCancelRequests,
-		OpRenew, OpPair, OpTouch, OpSweep, OpJob, OpJobs, OpJobSummaries, OpPending, OpResults, OpPresence, OpRunners, OpPing,
+		OpRenew, OpPair, OpTouch, OpHeartbeat, OpSweep, OpJob, OpJobs, OpJobSummaries, OpPending, OpResults, OpPresence, OpRunners, OpPing,
 	}
 }
 

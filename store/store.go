@@ -333,6 +333,34 @@ type PairInput struct {
 	Admit *Admission
 }
 
+// HeartbeatInput is a daemon's heartbeat: the steps a heartbeat takes,
+// in one call.
+type HeartbeatInput struct {
+	Proto    Proto
+	SiteID   string
+	RunnerID string
+	// Presence, when set, is written as Pair writes it (protocol "2"
+	// refreshes presence on every heartbeat); nil stamps an existing
+	// presence as Touch does (protocol "0").
+	Presence *PairInput
+	// Admit, when set, is checked first; a refused admission runs none of
+	// the heartbeat.
+	Admit *Admission
+	// Serving says the runner serves a site now: only then are its cancel
+	// requests listed and the grants it names renewed.
+	Serving bool
+	Leases  []protocol.LeaseRef
+	LeaseMs int64
+}
+
+// HeartbeatResult is what each step of a heartbeat answered.
+type HeartbeatResult struct {
+	Swept SweepResult
+	// Cancel and Renewed are empty unless the runner was Serving.
+	Cancel  []protocol.LeaseRef
+	Renewed RenewResult
+}
+
 // SweepResult lists the jobs a sweep requeued and those it dropped because
 // their deadline passed or (proto 2) their sealing window lapsed a third
 // time. Ids are bare: they are for reporting.
@@ -420,6 +448,13 @@ type RoutingStore interface {
 	// Touch stamps LastSeenAt of an existing presence; it reports false when
 	// the runner has none.
 	Touch(ctx context.Context, in TouchInput) (bool, error)
+
+	// Heartbeat stamps the runner's presence (as Pair with in.Presence,
+	// else as Touch), sweeps (a share of what Sweep would), then, when
+	// in.Serving, lists the runner's CancelRequests and Renews in.Leases,
+	// each step as its own operation answers it: a daemon's heartbeat in
+	// one atomic step.
+	Heartbeat(ctx context.Context, in HeartbeatInput) (HeartbeatResult, error)
 
 	// Sweep applies every passed deadline, in bounded work per call.
 	Sweep(ctx context.Context) (SweepResult, error)

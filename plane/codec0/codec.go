@@ -28,9 +28,9 @@ var _ codec.Codec = (*Codec)(nil)
 
 // New returns the codec serving from env.
 func New(env *codec.Env) *Codec {
-	// Claim, fetch and result stamp the caller's presence within their
-	// own store operation, saving a round trip on the hot path; the others
-	// have it touched first.
+	// Claim, fetch, result and heartbeat stamp the caller's presence
+	// within their own store operation, saving a round trip; release has
+	// it touched first.
 	const inOperation, touchFirst = true, false
 	return &Codec{
 		env: env,
@@ -38,7 +38,7 @@ func New(env *codec.Env) *Codec {
 			"claim":     signed((*protocol.Body).Claim, (*Codec).claim, inOperation),
 			"fetch":     signed((*protocol.Body).Fetch, (*Codec).fetch, inOperation),
 			"result":    signed((*protocol.Body).Result, (*Codec).result, inOperation),
-			"heartbeat": signed((*protocol.Body).Heartbeat, (*Codec).heartbeat, touchFirst),
+			"heartbeat": signed((*protocol.Body).Heartbeat, (*Codec).heartbeat, inOperation),
 			"release":   signed((*protocol.Body).Release, (*Codec).release, touchFirst),
 		},
 		site: map[string]siteRoute{

@@ -104,13 +104,18 @@ func (c *Codec) result(ctx context.Context, who *caller, req protocol.ResultRequ
 
 // heartbeat renews what the caller holds. A caller whose consent is gone
 // still gets an answer, telling it so and that every lease is lost (A9).
+// One store call stamps, sweeps and, for a consenting caller, lists what
+// to cancel and renews.
 func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.HeartbeatRequest) (protocol.HeartbeatResponse, error) {
 	serverTime := c.env.NowMs()
-	swept, err := c.env.Store.Sweep(ctx)
+	hb, err := c.env.Store.Heartbeat(ctx, store.HeartbeatInput{
+		Proto: store.Proto0, SiteID: c.env.SiteID, RunnerID: who.device.RunnerID, Admit: who.admission(),
+		Serving: who.consented, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs,
+	})
 	if err != nil {
-		return protocol.HeartbeatResponse{}, storeError(store.OpSweep, err)
+		return protocol.HeartbeatResponse{}, storeError(store.OpHeartbeat, err)
 	}
-	c.env.Swept(ctx, swept)
+	c.env.Swept(ctx, hb.Swept)
 	if !who.consented {
 		lost := make([]string, 0, len(req.ActiveLeases))
 		for _, l := range req.ActiveLeases {
@@ -118,16 +123,7 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.Heartbe
 		}
 		return protocol.HeartbeatResponse{Revoked: true, Cancel: []string{}, Lost: lost, ServerTime: serverTime}, nil
 	}
-	runner := who.device.RunnerID
-	cancel, err := c.env.Store.CancelRequests(ctx, store.CancelRequestsInput{Proto: store.Proto0, RunnerID: runner})
-	if err != nil {
-		return protocol.HeartbeatResponse{}, storeError(store.OpCancelRequests, err)
-	}
-	renewed, err := c.env.Store.Renew(ctx, store.RenewInput{Proto: store.Proto0, SiteID: c.env.SiteID, RunnerID: runner, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs})
-	if err != nil {
-		return protocol.HeartbeatResponse{}, storeError(store.OpRenew, err)
-	}
-	return protocol.HeartbeatResponse{Revoked: false, Cancel: jobIDs(cancel), Lost: jobIDs(renewed.Lost), ServerTime: serverTime}, nil
+	return protocol.HeartbeatResponse{Revoked: false, Cancel: jobIDs(hb.Cancel), Lost: jobIDs(hb.Renewed.Lost), ServerTime: serverTime}, nil
 }
 
 func (c *Codec) release(ctx context.Context, who *caller, req protocol.ReleaseRequest) (protocol.ReleaseResponse, error) {

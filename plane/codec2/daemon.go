@@ -23,6 +23,14 @@ type caller struct {
 	admit *store.Admission
 }
 
+// admission hands over the caller's owed admission, once: it goes with
+// the store call that stamps the caller.
+func (who *caller) admission() *store.Admission {
+	a := who.admit
+	who.admit = nil
+	return a
+}
+
 // daemonRoute is one signed daemon endpoint, whatever its types.
 type daemonRoute interface {
 	// stampsItself reports whether the endpoint writes the caller's
@@ -59,14 +67,12 @@ func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *cal
 // daemonPlane authenticates the caller (§3.3, with decision D7), stamps
 // its presence, and runs the endpoint.
 func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemonRoute) (any, error) {
-	// A route that stamps the caller itself may first refuse or sweep,
-	// which must come after the charge: it is charged on its own.
-	who, err := c.authenticate(ctx, req, !route.stampsItself())
+	who, err := c.authenticate(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	if !route.stampsItself() {
-		if err := c.stamp(ctx, who, store.PairInput{Admit: who.admit}); err != nil {
+		if err := c.stamp(ctx, who, store.PairInput{}); err != nil {
 			return nil, err
 		}
 	}
@@ -77,11 +83,11 @@ func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemo
 // reference's order: signature present, runner known, signature valid,
 // device not revoked. Unlike the reference, the projection alone says who
 // a runner is (D7): a runner whose device record is gone is not
-// recognised whatever presence remains. With chargeInStamp, and the
-// limiter's buckets in the store, a caller who passes every other step
-// owes its charge to the presence stamp that comes next (one store call
-// for both); the charge still comes before anything else is written.
-func (c *Codec) authenticate(ctx context.Context, req *codec.Request, chargeInStamp bool) (*caller, error) {
+// recognised whatever presence remains. With the limiter's buckets in the
+// store, a caller who passes every other step owes its charge to its
+// first store call, which stamps it: one call for both, and the charge
+// still before anything is written.
+func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, error) {
 	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderRunner)
 	if !ok {
 		return nil, proto2.NotSigned()
@@ -94,7 +100,7 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request, chargeInSt
 	if refusal := c.env.Verify(sig, req.Endpoint, req.Body, dev.Device.Identity); refusal != nil {
 		return nil, refusal
 	}
-	if chargeInStamp && c.env.RunnerCharge != nil && !dev.Revoked {
+	if c.env.RunnerCharge != nil && !dev.Revoked {
 		return &caller{device: dev, proj: proj, admit: &store.Admission{Charge: c.env.RunnerCharge(dev.RunnerID)}}, nil
 	}
 	// Charged only now, under the verified runner id: a stranger naming
@@ -125,7 +131,7 @@ func (c *Codec) refuse(ctx context.Context, who *caller, owed bool, refusal *pro
 // clock. Presence is a cache (D7): it is rebuilt whenever it is missing
 // or out of date, and routes nothing.
 func (c *Codec) stamp(ctx context.Context, who *caller, in store.PairInput) error {
-	in.RunnerID, in.Owner, in.Device = who.device.RunnerID, who.device.Owner, who.device.Device
+	in.RunnerID, in.Owner, in.Device, in.Admit = who.device.RunnerID, who.device.Owner, who.device.Device, who.admission()
 	if _, err := c.env.Store.Pair(ctx, in); err != nil {
 		return storeError(store.OpPair, err)
 	}

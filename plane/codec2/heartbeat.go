@@ -18,20 +18,23 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req proto2.Heartbeat
 		return none, c.refuse(ctx, who, true, refusal)
 	}
 	serverTime := c.env.NowMs()
-	swept, err := c.env.Store.Sweep(ctx)
-	if err != nil {
-		return none, storeError(store.OpSweep, err)
-	}
-	c.env.Swept(ctx, swept)
 	offered, err := presenceOf(req)
 	if err != nil {
 		return none, err
 	}
-	if err := c.stamp(ctx, who, offered); err != nil {
-		return none, err
-	}
 	owner := who.device.Owner
 	pinned := who.proj.SitesFor(owner)
+	offered.Owner, offered.Device = owner, who.device.Device
+	// One store call stamps, sweeps and, for a daemon serving a site,
+	// lists what to cancel and renews.
+	hb, err := c.env.Store.Heartbeat(ctx, store.HeartbeatInput{
+		Proto: store.Proto2, RunnerID: who.device.RunnerID, Presence: &offered, Admit: who.admission(),
+		Serving: len(pinned) > 0, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs,
+	})
+	if err != nil {
+		return none, storeError(store.OpHeartbeat, err)
+	}
+	c.env.Swept(ctx, hb.Swept)
 	resp := proto2.HeartbeatResponse{
 		Sites:           sitesByKeyID(pinned),
 		Successions:     successions(pinned),
@@ -45,16 +48,7 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req proto2.Heartbeat
 		resp.Cancel, resp.Lost = []proto2.GrantRef{}, nonNil(req.ActiveLeases)
 		return resp, nil
 	}
-	runner := who.device.RunnerID
-	cancel, err := c.env.Store.CancelRequests(ctx, store.CancelRequestsInput{Proto: store.Proto2, RunnerID: runner})
-	if err != nil {
-		return none, storeError(store.OpCancelRequests, err)
-	}
-	renewed, err := c.env.Store.Renew(ctx, store.RenewInput{Proto: store.Proto2, RunnerID: runner, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs})
-	if err != nil {
-		return none, storeError(store.OpRenew, err)
-	}
-	resp.Cancel, resp.Lost = nonNil(cancel), nonNil(renewed.Lost)
+	resp.Cancel, resp.Lost = nonNil(hb.Cancel), nonNil(hb.Renewed.Lost)
 	return resp, nil
 }
 

@@ -470,10 +470,14 @@ func (s *Store) Cancel(_ context.Context, in store.CancelInput) (bool, error) {
 
 // CancelRequests implements store.RoutingStore.
 func (s *Store) CancelRequests(_ context.Context, in store.CancelRequestsInput) ([]protocol.LeaseRef, error) {
-	runnerID := in.RunnerID
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	return s.cancelRequests(in, s.now()), nil
+}
+
+// cancelRequests is CancelRequests at now, under s.mu.
+func (s *Store) cancelRequests(in store.CancelRequestsInput, now int64) []protocol.LeaseRef {
+	runnerID := in.RunnerID
 	held := s.cancelled[runnerID]
 	var live []*record
 	for r := range held {
@@ -491,14 +495,18 @@ func (s *Store) CancelRequests(_ context.Context, in store.CancelRequestsInput) 
 	for _, r := range inOrder(live) {
 		out = append(out, protocol.LeaseRef{JobID: r.job.ID, LeaseID: r.job.ClaimedBy.LeaseID})
 	}
-	return out, nil
+	return out
 }
 
 // Renew implements store.RoutingStore.
 func (s *Store) Renew(_ context.Context, in store.RenewInput) (store.RenewResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	return s.renew(in, s.now()), nil
+}
+
+// renew is Renew at now, under s.mu.
+func (s *Store) renew(in store.RenewInput, now int64) store.RenewResult {
 	res := store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}
 	for _, l := range in.Leases {
 		r, err := s.held(store.LeaseInput{Proto: in.Proto, SiteID: in.SiteID, JobID: l.JobID, RunnerID: in.RunnerID, LeaseID: l.LeaseID}, now)
@@ -510,7 +518,7 @@ func (s *Store) Renew(_ context.Context, in store.RenewInput) (store.RenewResult
 		s.leases.push(entry{at: r.job.ClaimedBy.LeaseExpiresAt, rec: r})
 		res.Renewed = append(res.Renewed, store.Renewal{JobID: l.JobID, ExpiresAt: r.job.ClaimedBy.LeaseExpiresAt})
 	}
-	return res, nil
+	return res
 }
 
 // Pair implements store.RoutingStore.
@@ -520,20 +528,48 @@ func (s *Store) Pair(ctx context.Context, in store.PairInput) (store.Presence, e
 	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
 		return store.Presence{}, err
 	}
+	return s.pair(in, s.now()), nil
+}
+
+// pair is Pair at now, under s.mu.
+func (s *Store) pair(in store.PairInput, now int64) store.Presence {
 	p := s.presence[in.RunnerID]
 	if p == nil {
 		p = &store.Presence{RunnerID: in.RunnerID}
 		s.presence[in.RunnerID] = p
 		s.paired = append(s.paired, in.RunnerID)
 	}
-	p.Owner, p.Device, p.LastSeenAt = in.Owner, in.Device, s.now()
+	p.Owner, p.Device, p.LastSeenAt = in.Owner, in.Device, now
 	if in.Capabilities != nil {
 		p.Capabilities = slices.Clone(in.Capabilities)
 	}
 	if in.Withheld != nil {
 		p.Withheld = slices.Clone(in.Withheld)
 	}
-	return copyPresence(p), nil
+	return copyPresence(p)
+}
+
+// Heartbeat implements store.RoutingStore.
+func (s *Store) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.HeartbeatResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+		return store.HeartbeatResult{}, err
+	}
+	now := s.now()
+	if in.Presence != nil {
+		p := *in.Presence
+		p.RunnerID = in.RunnerID
+		s.pair(p, now)
+	} else {
+		s.stamp(in.RunnerID, now)
+	}
+	res := store.HeartbeatResult{Swept: s.sweep(now), Cancel: []protocol.LeaseRef{}, Renewed: store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}}
+	if in.Serving {
+		res.Cancel = s.cancelRequests(store.CancelRequestsInput{Proto: in.Proto, RunnerID: in.RunnerID}, now)
+		res.Renewed = s.renew(store.RenewInput{Proto: in.Proto, SiteID: in.SiteID, RunnerID: in.RunnerID, Leases: in.Leases, LeaseMs: in.LeaseMs}, now)
+	}
+	return res, nil
 }
 
 // Touch implements store.RoutingStore.

@@ -50,6 +50,7 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"clock", []func(suite){clockContract}},
 		{"presence", []func(suite){presenceContract, presenceContract2}},
 		{"admission", []func(suite){admissionContract}},
+		{"heartbeat", []func(suite){heartbeatContract}},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

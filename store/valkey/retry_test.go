@@ -495,3 +495,30 @@ func TestRetriedAdmissionAnswersFirstAndChargesOnce(t *testing.T) {
 	require.False(t, d.Allowed)
 	require.Greater(t, r.RetryAfter, d.RetryAfter, "the retry answers the first run's wait, from before the clock moved")
 }
+
+// TestRetriedHeartbeatAnswersFirst drops the reply of a heartbeat that
+// stamps, sweeps and renews: the retry answers the renewal the first run
+// made, and changes nothing (dropReply).
+func TestRetriedHeartbeatAnswersFirst(t *testing.T) {
+	ctx := t.Context()
+	h := newLossyStores(t)
+	_, err := h.direct.Pair(ctx, store.PairInput{RunnerID: "drop-beater", Owner: "alice", Device: testDevice})
+	require.NoError(t, err)
+	_, err = h.direct.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Stub: testStub(t, h.direct, "beaten-job")})
+	require.NoError(t, err)
+	c := mustClaim(t, h.direct, "drop-beater", 1)[0]
+	in := store.HeartbeatInput{Proto: store.Proto0, SiteID: testSite, RunnerID: "drop-beater", Serving: true,
+		Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, LeaseMs: 60_000}
+	var res store.HeartbeatResult
+	require.NoError(t, h.dropReply(t, "drop-beater", func() (err error) {
+		res, err = h.lossy.Heartbeat(ctx, in)
+		return err
+	}))
+	job, _, err := h.direct.Job(ctx, testSite, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, []store.Renewal{{JobID: c.ID, ExpiresAt: job.ClaimedBy.LeaseExpiresAt}}, res.Renewed.Renewed,
+		"the retry answers the expiry the first run set")
+	p, _, err := h.direct.Presence(ctx, "drop-beater")
+	require.NoError(t, err)
+	require.Equal(t, job.ClaimedBy.LeaseExpiresAt-60_000, p.LastSeenAt, "stamped once, when the lease was renewed")
+}

@@ -70,12 +70,13 @@ func isRemembering(op store.Op) bool {
 
 // isAdmitting marks the daemon-plane operations that check an admission
 // (store.Admission) within their own script: the calls of a protocol "0"
-// daemon's hot path, touch for the rest, and pair, protocol "2"'s stamp. Each receives the rate bucket its
+// daemon's hot path, touch for the rest, pair (protocol "2"'s stamp) and
+// the heartbeat. Each receives the rate bucket its
 // admission may charge as one more key, after the memo if it has one,
 // and the admission's arguments (admissionArgs) after the request id.
 func isAdmitting(op store.Op) bool {
 	switch op {
-	case store.OpClaim, store.OpFetch, store.OpResult, store.OpTouch, store.OpPair:
+	case store.OpClaim, store.OpFetch, store.OpResult, store.OpTouch, store.OpPair, store.OpHeartbeat:
 		return true
 	}
 	return false

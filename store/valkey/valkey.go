@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -345,12 +346,17 @@ func (s *Store) CancelRequests(ctx context.Context, in store.CancelRequestsInput
 	if err != nil {
 		return nil, err
 	}
-	if len(parts)%2 != 0 {
-		return nil, fmt.Errorf("valkey store: cancelRequests: malformed answer")
+	return grantsOf(store.OpCancelRequests, parts)
+}
+
+// grantsOf reads flat (job id, lease id) pairs.
+func grantsOf(op store.Op, flat []string) ([]protocol.LeaseRef, error) {
+	if len(flat)%2 != 0 {
+		return nil, fmt.Errorf("valkey store: %s: malformed grants", op)
 	}
 	out := []protocol.LeaseRef{}
-	for i := 0; i < len(parts); i += 2 {
-		out = append(out, protocol.LeaseRef{JobID: parts[i], LeaseID: parts[i+1]})
+	for i := 0; i < len(flat); i += 2 {
+		out = append(out, protocol.LeaseRef{JobID: flat[i], LeaseID: flat[i+1]})
 	}
 	return out, nil
 }
@@ -368,23 +374,72 @@ func (s *Store) Renew(ctx context.Context, in store.RenewInput) (store.RenewResu
 	if err := wantParts(store.OpRenew, parts, 1); err != nil {
 		return store.RenewResult{}, err
 	}
-	f, err := unframe(parts[0])
-	if err != nil || len(f) != 3*len(in.Leases) {
-		return store.RenewResult{}, fmt.Errorf("valkey store: renew: malformed answer")
+	return renewal(store.OpRenew, parts[0], in.Leases)
+}
+
+// renewal reads a framed renewal answer to leases.
+func renewal(op store.Op, framed string, leases []protocol.LeaseRef) (store.RenewResult, error) {
+	f, err := unframe(framed)
+	if err != nil || len(f) != 3*len(leases) {
+		return store.RenewResult{}, fmt.Errorf("valkey store: %s: malformed renewal", op)
 	}
 	res := store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}
 	for i := 0; i < len(f); i += 3 {
 		if f[i+1] != "renewed" {
-			res.Lost = append(res.Lost, in.Leases[i/3])
+			res.Lost = append(res.Lost, leases[i/3])
 			continue
 		}
 		at, err := strconv.ParseInt(f[i+2], 10, 64)
 		if err != nil {
-			return store.RenewResult{}, fmt.Errorf("valkey store: renew: expiry: %w", err)
+			return store.RenewResult{}, fmt.Errorf("valkey store: %s: expiry: %w", op, err)
 		}
 		res.Renewed = append(res.Renewed, store.Renewal{JobID: f[i], ExpiresAt: at})
 	}
 	return res, nil
+}
+
+// Heartbeat implements store.RoutingStore.
+func (s *Store) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.HeartbeatResult, error) {
+	stamp := []string{"touch", "", "", "", "0", "", "0"}
+	if p := in.Presence; p != nil {
+		device, err := json.Marshal(p.Device)
+		if err != nil {
+			return store.HeartbeatResult{}, fmt.Errorf("valkey store: heartbeat: encoding device: %w", err)
+		}
+		stamp = []string{"pair", p.Owner, string(device), string(p.Capabilities), flag(p.Capabilities != nil), string(p.Withheld), flag(p.Withheld != nil)}
+	}
+	args := slices.Concat([]string{in.RunnerID, proto(in.Proto), in.SiteID}, stamp,
+		[]string{flag(in.Serving), strconv.FormatInt(in.LeaseMs, 10), strconv.Itoa(sweepBatch)})
+	for _, l := range in.Leases {
+		args = append(args, l.JobID, l.LeaseID)
+	}
+	c, err := s.admitted(s.newWrite(store.OpHeartbeat, in.RunnerID, args...), in.RunnerID, in.Admit)
+	if err != nil {
+		return store.HeartbeatResult{}, err
+	}
+	parts, err := s.execWrite(ctx, c)
+	if err != nil {
+		return store.HeartbeatResult{}, err
+	}
+	if err := wantParts(store.OpHeartbeat, parts, 5); err != nil {
+		return store.HeartbeatResult{}, err
+	}
+	res := store.HeartbeatResult{Cancel: []protocol.LeaseRef{}, Renewed: store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}}
+	if res.Swept, err = sweepResult(store.OpHeartbeat, parts[:3]); err != nil {
+		return store.HeartbeatResult{}, err
+	}
+	if !in.Serving {
+		return res, nil
+	}
+	cancel, err := unframe(parts[3])
+	if err == nil {
+		res.Cancel, err = grantsOf(store.OpHeartbeat, cancel)
+	}
+	if err != nil {
+		return store.HeartbeatResult{}, fmt.Errorf("valkey store: heartbeat: cancel: %w", err)
+	}
+	res.Renewed, err = renewal(store.OpHeartbeat, parts[4], in.Leases)
+	return res, err
 }
 
 // Pair implements store.RoutingStore.
@@ -446,11 +501,16 @@ func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
 	if err := wantParts(store.OpSweep, parts, 3); err != nil {
 		return store.SweepResult{}, err
 	}
+	return sweepResult(store.OpSweep, parts)
+}
+
+// sweepResult reads a sweep's framed requeued, expired and lapsed ids.
+func sweepResult(op store.Op, parts []string) (store.SweepResult, error) {
 	requeued, err1 := unframe(parts[0])
 	expired, err2 := unframe(parts[1])
 	lapsed, err3 := unframe(parts[2])
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return store.SweepResult{}, fmt.Errorf("valkey store: sweep: %w", err)
+		return store.SweepResult{}, fmt.Errorf("valkey store: %s: sweep: %w", op, err)
 	}
 	return store.SweepResult{Requeued: requeued, Expired: expired, Lapsed: lapsed}, nil
 }

@@ -1169,3 +1169,84 @@ local function pairing_live(device_code, now)
   end
   return nil
 end
+
+-- pair_presence records a pairing (pair, and a heartbeat's stamp in
+-- protocol "2"): it creates the runner's presence or refreshes its owner
+-- and device JSON, stamped now; capabilities and withheld JSON are
+-- replaced when given ('1') and kept when not. It returns the record.
+local function pair_presence(now, runner, owner, device, caps, caps_given, withheld, withheld_given)
+  if redis.call('ZSCORE', K.paired, runner) == false then
+    redis.call('ZADD', K.paired, redis.call('INCR', K.seq), runner)
+  end
+  local old = decode_presence(redis.call('HGET', K.presence, runner)) or { caps = '', withheld = '' }
+  local p = { owner = owner, device = device, seen = ms(now), caps = old.caps, withheld = old.withheld }
+  if caps_given == '1' then
+    p.caps = caps
+  end
+  if withheld_given == '1' then
+    p.withheld = withheld
+  end
+  local raw = encode_presence(p)
+  redis.call('HSET', K.presence, runner, raw)
+  return raw
+end
+
+-- cancel_requests lists, flat (job id, lease id), the grants of the
+-- cancelled jobs of proto the runner holds, in first-enqueue order,
+-- applying each one's passed deadlines first (those of its other
+-- protocol's list too, so that every store settles the same jobs in the
+-- same call). Proto 0 leaves finished jobs out (design G11); proto 2
+-- lists them (spec protocol-2 ST14).
+local function cancel_requests(now, runner, proto)
+  local out = {}
+  for _, p in ipairs({ '0', '2' }) do
+    local prefix = list_prefix(p .. runner)
+    local lo, hi = lex_range(prefix)
+    for _, member in ipairs(redis.call('ZRANGEBYLEX', K.cancels, lo, hi)) do
+      local key = id_of(member, prefix)
+      local rec, how = live(key, now)
+      if how ~= 'unreadable' then
+        if rec and rec.runner == runner and rec.cancelled == '1' and (rec.state ~= STATE_DONE or p == '2')
+            and runner_member(rec, key) == member then
+          if p == proto then
+            out[#out + 1] = bare_id(key)
+            out[#out + 1] = rec.lease
+          end
+        else
+          -- No longer this runner's to stop (finished, requeued, dropped or
+          -- a new job under the key); a cancelled job is never granted
+          -- again, so the entry cannot come back to life.
+          redis.call('ZREM', K.cancels, member)
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- renew_grants extends each grant named in ARGV from index first on (job
+-- id, lease id pairs) that the runner still holds to now + lease_ms,
+-- whatever the job's state; the sealing window is never extended. It
+-- returns, flat and in request order, [job id, 'renewed'|'lost',
+-- expiresAt|'']; a grant whose record this code cannot read is lost, and
+-- nothing else of the call is held back by it.
+local function renew_grants(now, runner, lease_ms, proto, site, first)
+  local out = {}
+  each_grant(now, proto, site, runner, first, function(id, key, rec)
+    if not rec then
+      out[#out + 1] = id
+      out[#out + 1] = 'lost'
+      out[#out + 1] = ''
+      return
+    end
+    rec.lexp = ms(now + lease_ms)
+    save(key, rec)
+    if rec.state == STATE_READY or rec.state == STATE_RUNNING then
+      redis.call('ZADD', K.lease, rec.lexp, key)
+    end
+    out[#out + 1] = id
+    out[#out + 1] = 'renewed'
+    out[#out + 1] = rec.lexp
+  end)
+  return out
+end
