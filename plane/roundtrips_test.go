@@ -24,9 +24,9 @@ import (
 // runs for each protocol "0" daemon call. With the limiter's buckets in
 // the store (RunnerRate, as the server wires it), the presence check and
 // the rate charge go with the call's own operation: one command for a
-// claim, a fetch, a result or a heartbeat (whose stamp, sweep, cancel
-// list and renewal are one operation), where checking them apart takes
-// three.
+// claim, a fetch, a result, a release or a heartbeat (whose stamp,
+// sweep, cancel list and renewal are one operation), where checking them
+// apart takes three.
 func TestOneStoreRoundTripPerDaemonCall(t *testing.T) {
 	srv := valkeytest.Start(t) // its own server: every command it counts is this test's
 	onServer := func(t *testing.T) (store.RoutingStore, func(time.Duration)) {
@@ -47,9 +47,8 @@ func TestOneStoreRoundTripPerDaemonCall(t *testing.T) {
 		heartbeat       int
 		release         int
 	}{
-		// A release is still touched first, then released.
-		{name: "admitted in the operation", claim: 1, fetchRes: 1, heartbeat: 1, release: 2},
-		{name: "checked apart", apart: true, claim: 3, fetchRes: 3, heartbeat: 3, release: 4},
+		{name: "admitted in the operation", claim: 1, fetchRes: 1, heartbeat: 1, release: 1},
+		{name: "checked apart", apart: true, claim: 3, fetchRes: 3, heartbeat: 3, release: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := b.config(b.store)

@@ -273,6 +273,12 @@ type ReleaseInput struct {
 	Leases       []protocol.LeaseRef
 	Reason       string
 	RetryAfterMs int64
+	// Touch also stamps the runner's presence in the same step, as Touch
+	// does, whatever is released.
+	Touch bool
+	// Admit, when set, is checked first; a refused admission releases
+	// nothing.
+	Admit *Admission
 }
 
 // PayloadInput attaches a site's sealed payload to a claimed job.

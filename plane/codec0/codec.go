@@ -28,18 +28,14 @@ var _ codec.Codec = (*Codec)(nil)
 
 // New returns the codec serving from env.
 func New(env *codec.Env) *Codec {
-	// Claim, fetch, result and heartbeat stamp the caller's presence
-	// within their own store operation, saving a round trip; release has
-	// it touched first.
-	const inOperation, touchFirst = true, false
 	return &Codec{
 		env: env,
 		daemon: map[string]daemonRoute{
-			"claim":     signed((*protocol.Body).Claim, (*Codec).claim, inOperation),
-			"fetch":     signed((*protocol.Body).Fetch, (*Codec).fetch, inOperation),
-			"result":    signed((*protocol.Body).Result, (*Codec).result, inOperation),
-			"heartbeat": signed((*protocol.Body).Heartbeat, (*Codec).heartbeat, inOperation),
-			"release":   signed((*protocol.Body).Release, (*Codec).release, touchFirst),
+			"claim":     signed((*protocol.Body).Claim, (*Codec).claim),
+			"fetch":     signed((*protocol.Body).Fetch, (*Codec).fetch),
+			"result":    signed((*protocol.Body).Result, (*Codec).result),
+			"heartbeat": signed((*protocol.Body).Heartbeat, (*Codec).heartbeat),
+			"release":   signed((*protocol.Body).Release, (*Codec).release),
 		},
 		site: map[string]siteRoute{
 			"enqueue": forSite(fromBody((*protocol.Body).Enqueue), (*Codec).enqueue),

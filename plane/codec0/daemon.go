@@ -40,28 +40,21 @@ func (who *caller) admission() *store.Admission {
 
 // daemonRoute is one signed daemon endpoint, whatever its types.
 type daemonRoute interface {
-	// stampsInOperation reports whether the endpoint's store operation
-	// stamps the caller's presence itself.
-	stampsInOperation() bool
 	serve(ctx context.Context, c *Codec, who *caller, body *protocol.Body) (any, error)
 }
 
 // daemonEndpoint is a signed daemon endpoint: decode reads its body and
-// handle answers the decoded request.
+// handle answers the decoded request. Its store operation stamps the
+// caller's presence (the Touch flag, or the heartbeat's own stamp).
 type daemonEndpoint[Req, Resp any] struct {
 	decode func(*protocol.Body) (Req, error)
 	handle func(c *Codec, ctx context.Context, who *caller, req Req) (Resp, error)
-	stamps bool
 }
 
 // signed is the daemon endpoint decode reads and handle answers.
-// stamps says whether handle's store operation stamps the caller's
-// presence itself.
-func signed[Req, Resp any](decode func(*protocol.Body) (Req, error), handle func(*Codec, context.Context, *caller, Req) (Resp, error), stamps bool) daemonRoute {
-	return daemonEndpoint[Req, Resp]{decode: decode, handle: handle, stamps: stamps}
+func signed[Req, Resp any](decode func(*protocol.Body) (Req, error), handle func(*Codec, context.Context, *caller, Req) (Resp, error)) daemonRoute {
+	return daemonEndpoint[Req, Resp]{decode: decode, handle: handle}
 }
-
-func (e daemonEndpoint[Req, Resp]) stampsInOperation() bool { return e.stamps }
 
 func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *caller, body *protocol.Body) (any, error) {
 	req, err := e.decode(body)
@@ -73,20 +66,15 @@ func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *cal
 
 // daemonPlane runs the daemon-plane auth pipeline (A3, with relayd's G7
 // difference) and then the endpoint. From the consent check on, every
-// call stamps the runner's presence (G7) before its schema is checked:
-// here, or within the endpoint's own store operation, which saves a round
-// trip on the hot path.
+// call stamps the runner's presence (G7): within the endpoint's own store
+// operation, which saves a round trip, or, when the endpoint refuses
+// before it, on its own first.
 func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemonRoute) (any, error) {
 	who, err := c.authenticate(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	who.unstamped = true
-	if !route.stampsInOperation() {
-		if err := c.touch(ctx, who); err != nil {
-			return nil, err
-		}
-	}
 	return route.serve(ctx, c, who, req.Body)
 }
 

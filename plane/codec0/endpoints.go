@@ -127,7 +127,8 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.Heartbe
 }
 
 func (c *Codec) release(ctx context.Context, who *caller, req protocol.ReleaseRequest) (protocol.ReleaseResponse, error) {
-	released, err := c.env.Store.Release(ctx, store.ReleaseInput{Proto: store.Proto0, SiteID: c.env.SiteID, RunnerID: who.device.RunnerID, Leases: req.Leases, Reason: req.Reason})
+	released, err := c.env.Store.Release(ctx, store.ReleaseInput{Proto: store.Proto0, SiteID: c.env.SiteID, RunnerID: who.device.RunnerID, Leases: req.Leases, Reason: req.Reason,
+		Touch: true, Admit: who.admission()})
 	if err != nil {
 		return protocol.ReleaseResponse{}, storeError(store.OpRelease, err)
 	}

@@ -395,10 +395,16 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 }
 
 // Release implements store.RoutingStore.
-func (s *Store) Release(_ context.Context, in store.ReleaseInput) ([]string, error) {
+func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+		return nil, err
+	}
 	now := s.now()
+	if in.Touch {
+		s.stamp(in.RunnerID, now)
+	}
 	released := []string{}
 	for _, l := range in.Leases {
 		r, err := s.held(store.LeaseInput{Proto: in.Proto, SiteID: in.SiteID, JobID: l.JobID, RunnerID: in.RunnerID, LeaseID: l.LeaseID}, now)

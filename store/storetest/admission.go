@@ -21,6 +21,7 @@ func admissionContract(s suite) {
 	s.run("admitted, runs the whole call, stamp included", admissionAdmittedRunsCall)
 	s.run("spends from the bucket the store's limiter of that rate keeps", admissionSharesLimiterBuckets)
 	s.run("charges a pairing first, which a refusal leaves unrecorded (protocol 2's stamp)", admissionChargesPairing)
+	s.run("charges a release first, which a refusal leaves held; admitted, it stamps and requeues", admissionChargesRelease)
 }
 
 // oneASecond is a bucket of one request a second, no burst: each
@@ -213,4 +214,25 @@ func admissionChargesPairing(t *testing.T, b *bundle) {
 	_, ok, err := b.s.Presence(b.ctx, bob.runner)
 	require.NoError(t, err)
 	require.False(t, ok, "a refused pairing creates no presence")
+}
+
+func admissionChargesRelease(t *testing.T, b *bundle) {
+	b.pair(t, store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
+	b.enqueue(t, "a")
+	c := b.claimOne(t, alice)
+	release := store.ReleaseInput{SiteID: Site, RunnerID: alice.runner, Leases: []protocol.LeaseRef{ref(c)}, Reason: protocol.ReasonShutdown,
+		Touch: true, Admit: admitted(bob)}
+	_, err := b.s.Release(b.ctx, release)
+	requireRefusal(t, err, store.RefusedUnknownRunner)
+	b.requireState(t, "a", store.AwaitingPayload)
+	b.advance(t, time.Second)
+	now := b.now(t)
+	release.Admit = admitted(alice)
+	released, err := b.s.Release(b.ctx, release)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, released)
+	b.requireState(t, "a", store.Queued)
+	require.Equal(t, now, b.presence(t, alice.runner).LastSeenAt, "the admitted release stamps the runner")
+	_, err = b.s.Release(b.ctx, release)
+	requireRateLimited(t, err, time.Second)
 }

@@ -76,7 +76,7 @@ func isRemembering(op store.Op) bool {
 // and the admission's arguments (admissionArgs) after the request id.
 func isAdmitting(op store.Op) bool {
 	switch op {
-	case store.OpClaim, store.OpFetch, store.OpResult, store.OpTouch, store.OpPair, store.OpHeartbeat:
+	case store.OpClaim, store.OpFetch, store.OpResult, store.OpRelease, store.OpTouch, store.OpPair, store.OpHeartbeat:
 		return true
 	}
 	return false

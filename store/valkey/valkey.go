@@ -307,11 +307,15 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 
 // Release implements store.RoutingStore.
 func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, error) {
-	args := []string{in.RunnerID, in.Reason, proto(in.Proto), in.SiteID, strconv.FormatInt(max(in.RetryAfterMs, 0), 10)}
+	args := []string{in.RunnerID, in.Reason, proto(in.Proto), in.SiteID, strconv.FormatInt(max(in.RetryAfterMs, 0), 10), flag(in.Touch)}
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}
-	parts, err := s.execWrite(ctx, s.newWrite(store.OpRelease, in.RunnerID, args...))
+	c, err := s.admitted(s.newWrite(store.OpRelease, in.RunnerID, args...), in.RunnerID, in.Admit)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := s.execWrite(ctx, c)
 	if err != nil {
 		return nil, err
 	}

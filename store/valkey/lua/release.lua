@@ -2,7 +2,8 @@
 -- the runner from the job, and a not-before delay bars it until then on
 -- the store clock. Done jobs are skipped (relayd G10).
 -- ARGV: runner, reason, proto, site ('' resolves lease first), delay ms
---       ('0' for none), then (job id, lease id) pairs.
+--       ('0' for none), touch '1'|'0' (stamp the runner's presence first),
+--       then (job id, lease id) pairs.
 -- Reply: {'ok', released ids in request order...}; a grant whose record
 -- this code cannot read is skipped, and nothing else of the call is held
 -- back by it.
@@ -10,9 +11,12 @@
 -- released job would no longer carry the named grant and be left out.
 local now = clock_now()
 local runner, reason, delay = ARGV[1], ARGV[2], tonumber(ARGV[5])
+if ARGV[6] == '1' then
+  stamp_presence(runner, now)
+end
 
 local out = { 'ok' }
-each_grant(now, ARGV[3], ARGV[4], runner, 6, function(id, key, rec)
+each_grant(now, ARGV[3], ARGV[4], runner, 7, function(id, key, rec)
   if not rec or rec.state == STATE_DONE then
     return
   end
