@@ -52,7 +52,9 @@ func runnerCharge(cfg Config) func(runnerID string) *store.Charge {
 	switch {
 	case cfg.RunnerRate.Enabled():
 		rate := cfg.RunnerRate
-		return func(runnerID string) *store.Charge { return &store.Charge{Key: codec.RunnerKey(runnerID), Rate: rate} }
+		return func(runnerID string) *store.Charge {
+			return &store.Charge{Key: codec.RunnerKey(runnerID), Every: rate.Every, Burst: rate.Burst}
+		}
 	case cfg.RateLimit == nil:
 		return func(string) *store.Charge { return nil }
 	}

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/byollm/relayd/protocol"
-	"github.com/byollm/relayd/ratelimit"
 )
 
 // State is where a job is in its life.
@@ -171,11 +170,11 @@ type EnqueueResult struct {
 }
 
 // Admission is what a daemon-plane call must pass before its operation
-// runs, checked within that operation's own atomic step so that the whole
-// call is one round trip to the store. Its checks run in field order,
-// before the operation's Touch stamp; the first to fail refuses the call
-// and leaves everything as it was: no token spent, no presence stamped,
-// the operation not run.
+// runs, and the presence it then writes, within that operation's own
+// atomic step, so that the whole call is one round trip to the store. Its
+// checks run in field order, before the operation's Touch stamp; the
+// first to fail refuses the call and leaves everything as it was: no
+// token spent, no presence written, the operation not run.
 type Admission struct {
 	// Paired, when set, refuses the call with RefusedUnknownRunner unless
 	// the runner has a presence paired as exactly this owner and device
@@ -184,6 +183,11 @@ type Admission struct {
 	// Charge, when set, takes one request from a rate bucket, refusing
 	// with RefusedRateLimited (and the wait) when it is empty.
 	Charge *Charge
+	// Pair, when set, is written as Pair writes it once the call is
+	// admitted, whatever the operation then answers (protocol "2"
+	// refreshes presence on every signed call). Its RunnerID is the
+	// call's runner.
+	Pair *PairInput
 }
 
 // Paired is the owner and device a runner's presence must hold.
@@ -192,12 +196,14 @@ type Paired struct {
 	Device protocol.PublicIdentity
 }
 
-// Charge names a caller's rate bucket: the same bucket the store's own
-// limiter of Rate keeps under Key, so that a request charged either way
-// spends from one allowance.
+// Charge names a caller's rate bucket, of one request every Every and
+// bursts of Burst: the same bucket the store's own limiter of that rate
+// keeps under Key, so that a request charged either way spends from one
+// allowance.
 type Charge struct {
-	Key  string
-	Rate ratelimit.Rate
+	Key   string
+	Every time.Duration
+	Burst int
 }
 
 // ClaimInput asks for up to Max queued jobs of one protocol the runner may
@@ -345,10 +351,9 @@ type HeartbeatInput struct {
 	Proto    Proto
 	SiteID   string
 	RunnerID string
-	// Presence, when set, is written as Pair writes it (protocol "2"
-	// refreshes presence on every heartbeat); nil stamps an existing
-	// presence as Touch does (protocol "0").
-	Presence *PairInput
+	// Touch stamps the runner's presence as Touch does (protocol "0";
+	// protocol "2" writes it through Admit.Pair).
+	Touch bool
 	// Admit, when set, is checked first; a refused admission runs none of
 	// the heartbeat.
 	Admit *Admission
@@ -455,11 +460,10 @@ type RoutingStore interface {
 	// the runner has none.
 	Touch(ctx context.Context, in TouchInput) (bool, error)
 
-	// Heartbeat stamps the runner's presence (as Pair with in.Presence,
-	// else as Touch), sweeps (a share of what Sweep would), then, when
-	// in.Serving, lists the runner's CancelRequests and Renews in.Leases,
-	// each step as its own operation answers it: a daemon's heartbeat in
-	// one atomic step.
+	// Heartbeat stamps the runner's presence when in.Touch, sweeps (a
+	// share of what Sweep would), then, when in.Serving, lists the
+	// runner's CancelRequests and Renews in.Leases, each step as its own
+	// operation answers it: a daemon's heartbeat in one atomic step.
 	Heartbeat(ctx context.Context, in HeartbeatInput) (HeartbeatResult, error)
 
 	// Sweep applies every passed deadline, in bounded work per call.

@@ -110,7 +110,7 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.Heartbe
 	serverTime := c.env.NowMs()
 	hb, err := c.env.Store.Heartbeat(ctx, store.HeartbeatInput{
 		Proto: store.Proto0, SiteID: c.env.SiteID, RunnerID: who.device.RunnerID, Admit: who.admission(),
-		Serving: who.consented, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs,
+		Touch: true, Serving: who.consented, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs,
 	})
 	if err != nil {
 		return protocol.HeartbeatResponse{}, storeError(store.OpHeartbeat, err)

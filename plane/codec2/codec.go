@@ -51,16 +51,15 @@ var _ codec.Codec = (*Codec)(nil)
 func New(env *codec.Env, opts Options) *Codec {
 	c := &Codec{env: env, opts: opts, decode: proto2.Decoder{Limits: opts.Limits}}
 	d := c.decode
-	// Every signed call stamps the caller's presence before its handler
-	// runs; the heartbeat does so within its own refresh, with what the
-	// daemon offers, saving a store call.
-	const itself, first = true, false
+	// Every signed call writes the caller's presence within its own
+	// store call (the heartbeat's with what the daemon offers), saving a
+	// round trip.
 	c.daemon = map[string]daemonRoute{
-		"claim":     signed(d.Claim, (*Codec).claim, first),
-		"fetch":     signed(d.Fetch, (*Codec).fetch, first),
-		"result":    signed(d.Result, (*Codec).result, first),
-		"heartbeat": signed(d.Heartbeat, (*Codec).heartbeat, itself),
-		"release":   signed(d.Release, (*Codec).release, first),
+		"claim":     signed(d.Claim, (*Codec).claim),
+		"fetch":     signed(d.Fetch, (*Codec).fetch),
+		"result":    signed(d.Result, (*Codec).result),
+		"heartbeat": signed(d.Heartbeat, (*Codec).heartbeat),
+		"release":   signed(d.Release, (*Codec).release),
 	}
 	c.site = map[string]siteRoute{
 		"enqueue": forSite(fromBody(d.Enqueue, func(r proto2.EnqueueRequest) enqueueRequest { return enqueueRequest(r) }), (*Codec).enqueue),

@@ -18,13 +18,13 @@ type caller struct {
 	// proj is the projection the call was authenticated under; handlers
 	// decide with the same one, even if a reload lands meanwhile.
 	proj *projection.Projection
-	// admit, while set, is the rate charge still owed by a caller
-	// authenticated without it: the presence stamp charges it first.
+	// admit, until the caller's first store call takes it, is what that
+	// call owes: its presence written (and its rate charge, when the
+	// store keeps the limiter's buckets), first.
 	admit *store.Admission
 }
 
-// admission hands over the caller's owed admission, once: it goes with
-// the store call that stamps the caller.
+// admission hands over what the caller's first store call owes, once.
 func (who *caller) admission() *store.Admission {
 	a := who.admit
 	who.admit = nil
@@ -33,48 +33,37 @@ func (who *caller) admission() *store.Admission {
 
 // daemonRoute is one signed daemon endpoint, whatever its types.
 type daemonRoute interface {
-	// stampsItself reports whether the endpoint writes the caller's
-	// presence itself once its request decodes (the heartbeat, with what
-	// the daemon offers), so that one store call does for both.
-	stampsItself() bool
 	serve(ctx context.Context, c *Codec, who *caller, body []byte) (any, error)
 }
 
 // daemonEndpoint is a signed daemon endpoint: decode reads its body and
-// handle answers the decoded request.
+// handle answers the decoded request, its store call carrying the
+// caller's admission.
 type daemonEndpoint[Req, Resp any] struct {
 	decode func([]byte) (Req, error)
 	handle func(c *Codec, ctx context.Context, who *caller, req Req) (Resp, error)
-	stamps bool
 }
 
-// signed is the daemon endpoint decode reads and handle answers; stamps
-// says whether handle writes the caller's presence itself.
-func signed[Req, Resp any](decode func([]byte) (Req, error), handle func(*Codec, context.Context, *caller, Req) (Resp, error), stamps bool) daemonRoute {
-	return daemonEndpoint[Req, Resp]{decode: decode, handle: handle, stamps: stamps}
+// signed is the daemon endpoint decode reads and handle answers.
+func signed[Req, Resp any](decode func([]byte) (Req, error), handle func(*Codec, context.Context, *caller, Req) (Resp, error)) daemonRoute {
+	return daemonEndpoint[Req, Resp]{decode: decode, handle: handle}
 }
-
-func (e daemonEndpoint[Req, Resp]) stampsItself() bool { return e.stamps }
 
 func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *caller, body []byte) (any, error) {
 	req, err := e.decode(body)
 	if err != nil {
-		return nil, c.refuse(ctx, who, e.stamps, proto2.SchemaRefusal())
+		return nil, c.refuse(ctx, who, proto2.SchemaRefusal())
 	}
 	return answer(e.handle(c, ctx, who, req))
 }
 
-// daemonPlane authenticates the caller (§3.3, with decision D7), stamps
-// its presence, and runs the endpoint.
+// daemonPlane authenticates the caller (§3.3, with decision D7) and runs
+// the endpoint, whose store call writes the caller's presence first
+// (refuse does when the endpoint refuses before calling the store).
 func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemonRoute) (any, error) {
 	who, err := c.authenticate(ctx, req)
 	if err != nil {
 		return nil, err
-	}
-	if !route.stampsItself() {
-		if err := c.stamp(ctx, who, store.PairInput{}); err != nil {
-			return nil, err
-		}
 	}
 	return route.serve(ctx, c, who, req.Body.Raw())
 }
@@ -83,10 +72,10 @@ func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemo
 // reference's order: signature present, runner known, signature valid,
 // device not revoked. Unlike the reference, the projection alone says who
 // a runner is (D7): a runner whose device record is gone is not
-// recognised whatever presence remains. With the limiter's buckets in the
-// store, a caller who passes every other step owes its charge to its
-// first store call, which stamps it: one call for both, and the charge
-// still before anything is written.
+// recognised whatever presence remains. The caller's presence is written
+// by its first store call; with the limiter's buckets in the store, a
+// caller who passes every other step owes that call its charge too: one
+// round trip for all, and the charge still before anything is written.
 func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, error) {
 	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderRunner)
 	if !ok {
@@ -100,8 +89,10 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	if refusal := c.env.Verify(sig, req.Endpoint, req.Body, dev.Device.Identity); refusal != nil {
 		return nil, refusal
 	}
+	owed := &store.Admission{Pair: &store.PairInput{Owner: dev.Owner, Device: dev.Device}}
 	if c.env.RunnerCharge != nil && !dev.Revoked {
-		return &caller{device: dev, proj: proj, admit: &store.Admission{Charge: c.env.RunnerCharge(dev.RunnerID)}}, nil
+		owed.Charge = c.env.RunnerCharge(dev.RunnerID)
+		return &caller{device: dev, proj: proj, admit: owed}, nil
 	}
 	// Charged only now, under the verified runner id: a stranger naming
 	// someone else's runner cannot spend that runner's tokens.
@@ -111,27 +102,30 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	if dev.Revoked {
 		return nil, proto2.Revoked()
 	}
-	return &caller{device: dev, proj: proj}, nil
+	return &caller{device: dev, proj: proj, admit: owed}, nil
 }
 
-// refuse answers refusal; when the endpoint would have written the
-// caller's presence itself (owed), it is stamped first, so that every
-// authenticated call is seen whatever its answer.
-func (c *Codec) refuse(ctx context.Context, who *caller, owed bool, refusal *proto2.Refusal) error {
-	if owed {
-		if err := c.stamp(ctx, who, store.PairInput{}); err != nil {
-			return err
-		}
+// refuse answers refusal, given before the endpoint's store call: the
+// caller's presence is written first, what that call would have owed
+// included, so that every authenticated call is seen whatever its answer.
+func (c *Codec) refuse(ctx context.Context, who *caller, refusal *proto2.Refusal) error {
+	if err := c.stamp(ctx, who); err != nil {
+		return err
 	}
 	return refusal
 }
 
-// stamp writes the caller's presence as the projection has it, with the
-// capabilities and withheld kinds of in when given, stamped on the store
-// clock. Presence is a cache (D7): it is rebuilt whenever it is missing
-// or out of date, and routes nothing.
-func (c *Codec) stamp(ctx context.Context, who *caller, in store.PairInput) error {
-	in.RunnerID, in.Owner, in.Device, in.Admit = who.device.RunnerID, who.device.Owner, who.device.Device, who.admission()
+// stamp writes the caller's presence as the projection has it, on the
+// store clock, with what its first store call owes (nothing once that
+// call ran). Presence is a cache (D7): it is rebuilt whenever it is
+// missing or out of date, and routes nothing.
+func (c *Codec) stamp(ctx context.Context, who *caller) error {
+	a := who.admission()
+	if a == nil {
+		return nil
+	}
+	in := *a.Pair
+	in.RunnerID, in.Admit = who.device.RunnerID, &store.Admission{Charge: a.Charge}
 	if _, err := c.env.Store.Pair(ctx, in); err != nil {
 		return storeError(store.OpPair, err)
 	}

@@ -14,7 +14,7 @@ import (
 // device is offered only its owner's jobs).
 func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest) (protocol.ClaimResponse, error) {
 	if req.RunnerID != who.device.RunnerID {
-		return protocol.ClaimResponse{}, proto2.RunnerMismatch()
+		return protocol.ClaimResponse{}, c.refuse(ctx, who, proto2.RunnerMismatch())
 	}
 	var kinds []string
 	for _, cp := range req.Capabilities {
@@ -28,7 +28,7 @@ func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest)
 	}
 	jobs, err := c.env.Store.Claim(ctx, store.ClaimInput{
 		Proto: store.Proto2, RunnerID: who.device.RunnerID, Owner: who.device.Owner, Device: who.device.Device,
-		Routes: routes, Kinds: kinds, Max: req.Max, LeaseMs: c.env.LeaseMs,
+		Routes: routes, Kinds: kinds, Max: req.Max, LeaseMs: c.env.LeaseMs, Admit: who.admission(),
 	})
 	if err != nil {
 		return protocol.ClaimResponse{}, storeError(store.OpClaim, err)
@@ -37,9 +37,9 @@ func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest)
 }
 
 // held names the job a holder-scoped call is about, resolved lease first
-// (§4.1 R4.1.3), among proto-2 jobs only.
+// (§4.1 R4.1.3), among proto-2 jobs only, with the caller's admission.
 func held(who *caller, jobID, leaseID string) store.LeaseInput {
-	return store.LeaseInput{Proto: store.Proto2, JobID: jobID, RunnerID: who.device.RunnerID, LeaseID: leaseID}
+	return store.LeaseInput{Proto: store.Proto2, JobID: jobID, RunnerID: who.device.RunnerID, LeaseID: leaseID, Admit: who.admission()}
 }
 
 func (c *Codec) fetch(ctx context.Context, who *caller, req proto2.FetchRequest) (proto2.FetchResponse, error) {
@@ -54,7 +54,7 @@ func (c *Codec) fetch(ctx context.Context, who *caller, req proto2.FetchRequest)
 // oversized result is refused even for a job nobody holds (§3.8).
 func (c *Codec) result(ctx context.Context, who *caller, req proto2.ResultRequest) (proto2.ResultResponse, error) {
 	if refusal := proto2.EnvelopeTooLarge(req.Envelope); refusal != nil {
-		return proto2.ResultResponse{}, refusal
+		return proto2.ResultResponse{}, c.refuse(ctx, who, refusal)
 	}
 	res, err := c.env.Store.Result(ctx, store.ResultInput{
 		LeaseInput: held(who, req.JobID, req.LeaseID), Envelope: req.Envelope, Disposition: req.Disposition,
@@ -67,7 +67,7 @@ func (c *Codec) result(ctx context.Context, who *caller, req proto2.ResultReques
 
 func (c *Codec) release(ctx context.Context, who *caller, req proto2.ReleaseRequest) (proto2.ReleaseResponse, error) {
 	released, err := c.env.Store.Release(ctx, store.ReleaseInput{
-		Proto: store.Proto2, RunnerID: who.device.RunnerID, Leases: req.Leases, Reason: req.Reason,
+		Proto: store.Proto2, RunnerID: who.device.RunnerID, Leases: req.Leases, Reason: req.Reason, Admit: who.admission(),
 	})
 	if err != nil {
 		return proto2.ReleaseResponse{}, storeError(store.OpRelease, err)

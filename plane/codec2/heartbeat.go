@@ -15,7 +15,7 @@ import (
 func (c *Codec) heartbeat(ctx context.Context, who *caller, req proto2.HeartbeatRequest) (proto2.HeartbeatResponse, error) {
 	var none proto2.HeartbeatResponse
 	if refusal := c.belowFloor(req.DaemonVersion); refusal != nil {
-		return none, c.refuse(ctx, who, true, refusal)
+		return none, c.refuse(ctx, who, refusal)
 	}
 	serverTime := c.env.NowMs()
 	offered, err := presenceOf(req)
@@ -24,11 +24,13 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req proto2.Heartbeat
 	}
 	owner := who.device.Owner
 	pinned := who.proj.SitesFor(owner)
-	offered.Owner, offered.Device = owner, who.device.Device
-	// One store call stamps, sweeps and, for a daemon serving a site,
-	// lists what to cancel and renews.
+	// One store call writes the presence with what the daemon offers,
+	// sweeps and, for a daemon serving a site, lists what to cancel and
+	// renews.
+	admit := who.admission()
+	admit.Pair.Capabilities, admit.Pair.Withheld = offered.Capabilities, offered.Withheld
 	hb, err := c.env.Store.Heartbeat(ctx, store.HeartbeatInput{
-		Proto: store.Proto2, RunnerID: who.device.RunnerID, Presence: &offered, Admit: who.admission(),
+		Proto: store.Proto2, RunnerID: who.device.RunnerID, Admit: admit,
 		Serving: len(pinned) > 0, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs,
 	})
 	if err != nil {

@@ -127,3 +127,17 @@ func refused(t *testing.T, l ratelimit.Limiter, key string, wait time.Duration) 
 	require.NoError(t, err)
 	require.Equal(t, ratelimit.Decision{RetryAfter: wait}, d, "key %.40q", key)
 }
+
+// Allower charges one request to key through the limiter of a rate that
+// limiterOf returns (a store's own, whose buckets its admissions share)
+// and reports whether it was allowed, or else the wait: the store
+// contract's view of a store's limiter.
+func Allower(limiterOf func(ratelimit.Rate) (ratelimit.Limiter, error)) func(t *testing.T, key string, every time.Duration, burst int) (bool, time.Duration) {
+	return func(t *testing.T, key string, every time.Duration, burst int) (bool, time.Duration) {
+		l, err := limiterOf(ratelimit.Rate{Every: every, Burst: burst})
+		require.NoError(t, err)
+		d, err := l.Allow(t.Context(), key)
+		require.NoError(t, err)
+		return d.Allowed, d.RetryAfter
+	}
+}

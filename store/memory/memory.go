@@ -153,7 +153,7 @@ func (s *Store) admit(ctx context.Context, runnerID string, a *store.Admission) 
 		}
 	}
 	if a.Charge != nil {
-		l, err := s.limiter(a.Charge.Rate)
+		l, err := s.limiter(ratelimit.Rate{Every: a.Charge.Every, Burst: a.Charge.Burst})
 		if err != nil {
 			return fmt.Errorf("memory store: admission: %w", err)
 		}
@@ -164,6 +164,11 @@ func (s *Store) admit(ctx context.Context, runnerID string, a *store.Admission) 
 		if !d.Allowed {
 			return &store.Refusal{Code: store.RefusedRateLimited, RetryAfter: d.RetryAfter}
 		}
+	}
+	if a.Pair != nil {
+		p := *a.Pair
+		p.RunnerID = runnerID
+		s.pair(p, s.now())
 	}
 	return nil
 }
@@ -563,11 +568,7 @@ func (s *Store) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.H
 		return store.HeartbeatResult{}, err
 	}
 	now := s.now()
-	if in.Presence != nil {
-		p := *in.Presence
-		p.RunnerID = in.RunnerID
-		s.pair(p, now)
-	} else {
+	if in.Touch {
 		s.stamp(in.RunnerID, now)
 	}
 	res := store.HeartbeatResult{Swept: s.sweep(now), Cancel: []protocol.LeaseRef{}, Renewed: store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/byollm/relayd/clock"
+	"github.com/byollm/relayd/ratelimit/limitertest"
 	"github.com/byollm/relayd/store/memory"
 	"github.com/byollm/relayd/store/storetest"
 )
@@ -16,7 +17,7 @@ func TestContract(t *testing.T) {
 		return storetest.Harness{
 			Store:   s,
 			Advance: func(_ *testing.T, d time.Duration) { c.Advance(d) },
-			Limiter: s.Limiter,
+			Allow:   limitertest.Allower(s.Limiter),
 		}
 	})
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/byollm/relayd/protocol"
-	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
 )
 
@@ -22,17 +21,16 @@ func admissionContract(s suite) {
 	s.run("spends from the bucket the store's limiter of that rate keeps", admissionSharesLimiterBuckets)
 	s.run("charges a pairing first, which a refusal leaves unrecorded (protocol 2's stamp)", admissionChargesPairing)
 	s.run("charges a release first, which a refusal leaves held; admitted, it stamps and requeues", admissionChargesRelease)
+	s.run("writes the presence it carries once admitted, whatever the operation answers, and not when refused", admissionWritesItsPresence)
 }
-
-// oneASecond is a bucket of one request a second, no burst: each
-// admission charged to it empties it for exactly a second.
-var oneASecond = ratelimit.Rate{Every: time.Second, Burst: 1}
 
 // admitted is the admission of d's call as protocol "0" makes it.
 func admitted(d device) *store.Admission {
 	return &store.Admission{
 		Paired: &store.Paired{Owner: d.owner, Device: identityOf(d)},
-		Charge: &store.Charge{Key: "runner:" + d.runner, Rate: oneASecond},
+		// One request a second, no burst: each admission charged to it
+		// empties it for exactly a second.
+		Charge: &store.Charge{Key: "runner:" + d.runner, Every: time.Second, Burst: 1},
 	}
 }
 
@@ -67,7 +65,7 @@ func admissionChargesOnePerCall(t *testing.T, b *bundle) {
 	_, err = b.touchAdmitted(alice, admitted(alice))
 	require.NoError(t, err, "the bucket refills on the store clock")
 	// A burst is spent request by request.
-	burst := &store.Admission{Charge: &store.Charge{Key: "burst", Rate: ratelimit.Rate{Every: time.Second, Burst: 3}}}
+	burst := &store.Admission{Charge: &store.Charge{Key: "burst", Every: time.Second, Burst: 3}}
 	for range 3 {
 		_, err = b.touchAdmitted(alice, burst)
 		require.NoError(t, err)
@@ -180,21 +178,18 @@ func admissionAdmittedRunsCall(t *testing.T, b *bundle) {
 }
 
 func admissionSharesLimiterBuckets(t *testing.T, b *bundle) {
-	require.NotNil(t, b.h.Limiter, "the harness gives the store's limiter")
+	require.NotNil(t, b.h.Allow, "the harness charges through the store's limiter")
 	b.pair(t, store.PairInput{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice)})
-	l, err := b.h.Limiter(oneASecond)
-	require.NoError(t, err)
-	d, err := l.Allow(b.ctx, "runner:"+alice.runner)
-	require.NoError(t, err)
-	require.True(t, d.Allowed)
-	_, err = b.touchAdmitted(alice, admitted(alice))
+	allowed, _ := b.h.Allow(t, "runner:"+alice.runner, time.Second, 1)
+	require.True(t, allowed)
+	_, err := b.touchAdmitted(alice, admitted(alice))
 	requireRateLimited(t, err, time.Second)
 	b.advance(t, time.Second)
 	_, err = b.touchAdmitted(alice, admitted(alice))
 	require.NoError(t, err)
-	d, err = l.Allow(b.ctx, "runner:"+alice.runner)
-	require.NoError(t, err)
-	require.Equal(t, ratelimit.Decision{RetryAfter: time.Second}, d, "the limiter sees the admission's request")
+	allowed, wait := b.h.Allow(t, "runner:"+alice.runner, time.Second, 1)
+	require.False(t, allowed, "the limiter sees the admission's request")
+	require.Equal(t, time.Second, wait)
 }
 
 func admissionChargesPairing(t *testing.T, b *bundle) {
@@ -235,4 +230,25 @@ func admissionChargesRelease(t *testing.T, b *bundle) {
 	require.Equal(t, now, b.presence(t, alice.runner).LastSeenAt, "the admitted release stamps the runner")
 	_, err = b.s.Release(b.ctx, release)
 	requireRateLimited(t, err, time.Second)
+}
+
+func admissionWritesItsPresence(t *testing.T, b *bundle) {
+	owed := func() *store.Admission {
+		return &store.Admission{Charge: admitted(alice).Charge, Pair: &store.PairInput{Owner: alice.owner, Device: identityOf(alice)}}
+	}
+	now := b.now(t)
+	// A fetch no job answers still writes the presence (protocol "2"
+	// rebuilds it on every signed call).
+	_, err := b.s.Fetch(b.ctx, store.LeaseInput{Proto: store.Proto2, JobID: "none", RunnerID: alice.runner, LeaseID: "none", Admit: owed()})
+	requireRefusal(t, err, store.RefusedNotFound)
+	require.Equal(t, store.Presence{RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice), LastSeenAt: now}, b.presence(t, alice.runner))
+	runners, err := b.s.Runners(b.ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, runners, 1, "the written presence is a pairing")
+	// Refused by its charge, it writes nothing.
+	b.advance(t, 500*time.Millisecond)
+	_, err = b.s.Claim(b.ctx, store.ClaimInput{Proto: store.Proto2, RunnerID: alice.runner, Owner: alice.owner, Device: identityOf(alice),
+		Routes: []store.Route{{SiteID: Site, Owner: alice.owner}}, Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: leaseMs, Admit: owed()})
+	requireRateLimited(t, err, 500*time.Millisecond)
+	require.Equal(t, now, b.presence(t, alice.runner).LastSeenAt)
 }

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
 )
 
@@ -38,9 +37,11 @@ type Harness struct {
 	// WriteUnparseableJob2 is WriteUnparseableJob for a protocol-2 job, one
 	// a v2 claim would otherwise see; nil skips its case likewise.
 	WriteUnparseableJob2 func(t *testing.T, id, siteID, owner, kind string)
-	// Limiter is the store's own limiter of a rate, whose buckets an
-	// admission's Charge of that rate spends from.
-	Limiter func(rate ratelimit.Rate) (ratelimit.Limiter, error)
+	// Allow charges one request to key through the store's own rate
+	// limiter of one request every `every`, bursts of burst (whose buckets
+	// an admission's Charge of that rate spends from), and reports
+	// whether it was allowed, or else the wait.
+	Allow func(t *testing.T, key string, every time.Duration, burst int) (bool, time.Duration)
 }
 
 // NewHarness builds a fresh harness for one test case, isolated from every

@@ -15,7 +15,7 @@ import (
 func heartbeatContract(s suite) {
 	s.run("stamps, sweeps, lists cancels and renews, each as its own operation answers", heartbeatAnswersItsSteps)
 	s.run("not serving, stamps and sweeps but lists and renews nothing", heartbeatNotServing)
-	s.run("in protocol 2 writes presence as pair does and resolves grants lease first", heartbeat2WritesPresence)
+	s.run("in protocol 2 writes presence through its admission as pair does, and resolves grants lease first", heartbeat2WritesPresence)
 	s.run("refused its admission, runs none of its steps", heartbeatRefusedRunsNothing)
 }
 
@@ -45,7 +45,7 @@ func (b *bundle) heartbeat(t *testing.T, in store.HeartbeatInput) store.Heartbea
 func heartbeatAnswersItsSteps(t *testing.T, b *bundle) {
 	a, bb, c := heartbeatWorld(t, b)
 	now := b.now(t)
-	res := b.heartbeat(t, store.HeartbeatInput{Proto: store.Proto0, SiteID: Site, RunnerID: alice.runner, Serving: true,
+	res := b.heartbeat(t, store.HeartbeatInput{Proto: store.Proto0, SiteID: Site, RunnerID: alice.runner, Touch: true, Serving: true,
 		Leases: []protocol.LeaseRef{ref(a), ref(bb), ref(c)}, LeaseMs: leaseMs})
 	require.Equal(t, store.HeartbeatResult{
 		Swept:  store.SweepResult{Requeued: []string{"c"}, Expired: []string{}, Lapsed: []string{}},
@@ -75,7 +75,7 @@ func heartbeatNotServing(t *testing.T, b *bundle) {
 	a, _, c := heartbeatWorld(t, b)
 	expires := b.job(t, "a").ClaimedBy.LeaseExpiresAt
 	now := b.now(t)
-	res := b.heartbeat(t, store.HeartbeatInput{Proto: store.Proto0, SiteID: Site, RunnerID: alice.runner,
+	res := b.heartbeat(t, store.HeartbeatInput{Proto: store.Proto0, SiteID: Site, RunnerID: alice.runner, Touch: true,
 		Leases: []protocol.LeaseRef{ref(a), ref(c)}, LeaseMs: leaseMs})
 	require.Equal(t, store.HeartbeatResult{
 		Swept:   store.SweepResult{Requeued: []string{"c"}, Expired: []string{}, Lapsed: []string{}},
@@ -85,7 +85,7 @@ func heartbeatNotServing(t *testing.T, b *bundle) {
 	require.Equal(t, now, b.presence(t, alice.runner).LastSeenAt)
 	require.Equal(t, expires, b.job(t, "a").ClaimedBy.LeaseExpiresAt, "nothing renewed")
 	// A touch creates no presence.
-	b.heartbeat(t, store.HeartbeatInput{Proto: store.Proto0, SiteID: Site, RunnerID: "runner_nobody"})
+	b.heartbeat(t, store.HeartbeatInput{Proto: store.Proto0, SiteID: Site, RunnerID: "runner_nobody", Touch: true})
 	_, ok, err := b.s.Presence(b.ctx, "runner_nobody")
 	require.NoError(t, err)
 	require.False(t, ok)
@@ -98,8 +98,8 @@ func heartbeat2WritesPresence(t *testing.T, b *bundle) {
 	now := b.now(t)
 	caps := json.RawMessage(`[{"kind":"generate"}]`)
 	res := b.heartbeat(t, store.HeartbeatInput{Proto: store.Proto2, RunnerID: alice.runner, Serving: true,
-		Presence: &store.PairInput{Owner: alice.owner, Device: identityOf(alice), Capabilities: caps, Withheld: json.RawMessage(`[]`)},
-		Leases:   []protocol.LeaseRef{ref(x)}, LeaseMs: leaseMs})
+		Admit:  &store.Admission{Pair: &store.PairInput{Owner: alice.owner, Device: identityOf(alice), Capabilities: caps, Withheld: json.RawMessage(`[]`)}},
+		Leases: []protocol.LeaseRef{ref(x)}, LeaseMs: leaseMs})
 	require.Equal(t, []store.Renewal{{JobID: "x", ExpiresAt: now + leaseMs}}, res.Renewed.Renewed)
 	require.Empty(t, res.Renewed.Lost)
 	require.Empty(t, res.Cancel)
@@ -114,7 +114,7 @@ func heartbeat2WritesPresence(t *testing.T, b *bundle) {
 func heartbeatRefusedRunsNothing(t *testing.T, b *bundle) {
 	a, _, _ := heartbeatWorld(t, b)
 	seen, expires := b.presence(t, alice.runner).LastSeenAt, b.job(t, "a").ClaimedBy.LeaseExpiresAt
-	_, err := b.s.Heartbeat(b.ctx, store.HeartbeatInput{Proto: store.Proto0, SiteID: Site, RunnerID: alice.runner, Serving: true,
+	_, err := b.s.Heartbeat(b.ctx, store.HeartbeatInput{Proto: store.Proto0, SiteID: Site, RunnerID: alice.runner, Touch: true, Serving: true,
 		Admit: admitted(bob), Leases: []protocol.LeaseRef{ref(a)}, LeaseMs: leaseMs})
 	requireRefusal(t, err, store.RefusedUnknownRunner)
 	require.Equal(t, seen, b.presence(t, alice.runner).LastSeenAt)

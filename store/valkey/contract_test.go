@@ -11,6 +11,7 @@ import (
 
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit/limitertest"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/storetest"
 )
@@ -46,7 +47,7 @@ func harness(t *testing.T, client valkey.Client) storetest.Harness {
 	return storetest.Harness{
 		Store:   s,
 		Advance: func(t *testing.T, d time.Duration) { advance(t, s, d) },
-		Limiter: s.Limiter,
+		Allow:   limitertest.Allower(s.Limiter),
 		WriteUnparseableJob: func(t *testing.T, id, site, owner, kind string) {
 			writeLegacyJob(t, s, store.Proto0, id, site, owner, kind)
 		},

@@ -50,7 +50,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (ratelimit.Decision, er
 		return ratelimit.Decision{}, ratelimit.ErrEmptyKey
 	}
 	s := l.store
-	c := call{op: opBucket, keys: append(append(make([]string, 0, len(s.keys)+1), s.keys...), BucketKey(s.prefix, key)), args: rateArgs(l.rate)}
+	c := call{op: opBucket, keys: append(append(make([]string, 0, len(s.keys)+1), s.keys...), BucketKey(s.prefix, key)), args: rateArgs(l.rate.Every, l.rate.Burst)}
 	msg, err := s.exec(ctx, c)
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: %w", err)
@@ -67,15 +67,15 @@ func (l *Limiter) Allow(ctx context.Context, key string) (ratelimit.Decision, er
 
 // rateArgs is how a script reads a rate: microseconds between two
 // requests, then requests when full.
-func rateArgs(rate ratelimit.Rate) []string {
-	return []string{strconv.FormatInt(rate.Every.Microseconds(), 10), strconv.Itoa(rate.Burst)}
+func rateArgs(every time.Duration, burst int) []string {
+	return []string{strconv.FormatInt(every.Microseconds(), 10), strconv.Itoa(burst)}
 }
 
 // admitted returns c with the admission a of runner's call: its arguments
 // after the request id, and the bucket it may charge as the last key. A
 // nil admission admits every call, and charges no bucket.
 func (s *Store) admitted(c call, runner string, a *store.Admission) (call, error) {
-	args := []string{runner, "0", "", "", "0", "0", "0"}
+	args := []string{runner, "0", "", "", "0", "0", "0", "0", "", "", "", "0", "", "0"}
 	bucket := BucketKey(s.prefix, "")
 	if a != nil && a.Paired != nil {
 		device, err := json.Marshal(a.Paired.Device)
@@ -88,9 +88,17 @@ func (s *Store) admitted(c call, runner string, a *store.Admission) (call, error
 		if a.Charge.Key == "" {
 			return call{}, fmt.Errorf("valkey store: %s: %w", c.op, ratelimit.ErrEmptyKey)
 		}
-		rate := rateArgs(a.Charge.Rate)
+		rate := rateArgs(a.Charge.Every, a.Charge.Burst)
 		args[4], args[5], args[6] = "1", rate[0], rate[1]
 		bucket = BucketKey(s.prefix, a.Charge.Key)
+	}
+	if a != nil && a.Pair != nil {
+		p := a.Pair
+		device, err := json.Marshal(p.Device)
+		if err != nil {
+			return call{}, fmt.Errorf("valkey store: %s: encoding the paired device: %w", c.op, err)
+		}
+		copy(args[7:], []string{"1", p.Owner, string(device), string(p.Capabilities), flag(p.Capabilities != nil), string(p.Withheld), flag(p.Withheld != nil)})
 	}
 	at := 0
 	if isRemembering(c.op) {

@@ -465,7 +465,7 @@ func TestRetriedAdmissionAnswersFirstAndChargesOnce(t *testing.T) {
 	rate := ratelimit.Rate{Every: time.Hour, Burst: 2}
 	admit := &store.Admission{
 		Paired: &store.Paired{Owner: "alice", Device: testDevice},
-		Charge: &store.Charge{Key: "runner:drop-admitted", Rate: rate},
+		Charge: &store.Charge{Key: "runner:drop-admitted", Every: rate.Every, Burst: rate.Burst},
 	}
 
 	in := claimInput("drop-admitted", 1)
@@ -507,7 +507,7 @@ func TestRetriedHeartbeatAnswersFirst(t *testing.T) {
 	_, err = h.direct.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Stub: testStub(t, h.direct, "beaten-job")})
 	require.NoError(t, err)
 	c := mustClaim(t, h.direct, "drop-beater", 1)[0]
-	in := store.HeartbeatInput{Proto: store.Proto0, SiteID: testSite, RunnerID: "drop-beater", Serving: true,
+	in := store.HeartbeatInput{Proto: store.Proto0, SiteID: testSite, RunnerID: "drop-beater", Touch: true, Serving: true,
 		Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, LeaseMs: 60_000}
 	var res store.HeartbeatResult
 	require.NoError(t, h.dropReply(t, "drop-beater", func() (err error) {

@@ -88,7 +88,8 @@ func takesBucket(op store.Op) bool { return isAdmitting(op) || op == opBucket }
 // admitHeader binds ADMIT, which admit reads: the admission's arguments,
 // taken off the front of ARGV (after the request id).
 const admitHeader = "local ADMIT = {}\n" +
-	"for _, name in ipairs({ 'runner', 'paired', 'owner', 'device', 'charge', 'every', 'burst' }) do\n" +
+	"for _, name in ipairs({ 'runner', 'paired', 'owner', 'device', 'charge', 'every', 'burst',\n" +
+	"  'pair', 'pair_owner', 'pair_device', 'caps', 'caps_given', 'withheld', 'withheld_given' }) do\n" +
 	"  ADMIT[name] = table.remove(ARGV, 1)\n" +
 	"end\n"
 

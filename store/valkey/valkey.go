@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -404,16 +403,7 @@ func renewal(op store.Op, framed string, leases []protocol.LeaseRef) (store.Rene
 
 // Heartbeat implements store.RoutingStore.
 func (s *Store) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.HeartbeatResult, error) {
-	stamp := []string{"touch", "", "", "", "0", "", "0"}
-	if p := in.Presence; p != nil {
-		device, err := json.Marshal(p.Device)
-		if err != nil {
-			return store.HeartbeatResult{}, fmt.Errorf("valkey store: heartbeat: encoding device: %w", err)
-		}
-		stamp = []string{"pair", p.Owner, string(device), string(p.Capabilities), flag(p.Capabilities != nil), string(p.Withheld), flag(p.Withheld != nil)}
-	}
-	args := slices.Concat([]string{in.RunnerID, proto(in.Proto), in.SiteID}, stamp,
-		[]string{flag(in.Serving), strconv.FormatInt(in.LeaseMs, 10), strconv.Itoa(sweepBatch)})
+	args := []string{in.RunnerID, proto(in.Proto), in.SiteID, flag(in.Touch), flag(in.Serving), strconv.FormatInt(in.LeaseMs, 10), strconv.Itoa(sweepBatch)}
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}

@@ -872,11 +872,34 @@ local function stamp_presence(runner, now)
   return true
 end
 
+-- pair_presence records a pairing (pair, and a heartbeat's stamp in
+-- protocol "2"): it creates the runner's presence or refreshes its owner
+-- and device JSON, stamped now; capabilities and withheld JSON are
+-- replaced when given ('1') and kept when not. It returns the record.
+local function pair_presence(now, runner, owner, device, caps, caps_given, withheld, withheld_given)
+  if redis.call('ZSCORE', K.paired, runner) == false then
+    redis.call('ZADD', K.paired, redis.call('INCR', K.seq), runner)
+  end
+  local old = decode_presence(redis.call('HGET', K.presence, runner)) or { caps = '', withheld = '' }
+  local p = { owner = owner, device = device, seen = ms(now), caps = old.caps, withheld = old.withheld }
+  if caps_given == '1' then
+    p.caps = caps
+  end
+  if withheld_given == '1' then
+    p.withheld = withheld
+  end
+  local raw = encode_presence(p)
+  redis.call('HSET', K.presence, runner, raw)
+  return raw
+end
+
 -- admit checks the admission of a daemon call (ADMIT, which the header of
 -- an admitting script binds) before anything else of the call: it answers
 -- nil when the call may go on, or the refusal to answer. The presence
 -- must hold exactly the owner and device JSON given, then the bucket
--- K.bucket must have a request; a refusal writes nothing.
+-- K.bucket must have a request; a refusal writes nothing. An admitted
+-- call then has its presence written, when asked, as pair writes it (on
+-- a reading of the clock of its own, taken before the operation's).
 local function admit()
   if ADMIT.paired == '1' then
     local p = decode_presence(redis.call('HGET', K.presence, ADMIT.runner))
@@ -889,6 +912,10 @@ local function admit()
     if wait > 0 then
       return { 'refused', REFUSED_RATE_LIMITED, string.format('%d', wait) }
     end
+  end
+  if ADMIT.pair == '1' then
+    pair_presence(clock_now(), ADMIT.runner, ADMIT.pair_owner, ADMIT.pair_device,
+      ADMIT.caps, ADMIT.caps_given, ADMIT.withheld, ADMIT.withheld_given)
   end
   return nil
 end
@@ -1168,27 +1195,6 @@ local function pairing_live(device_code, now)
     return { device_code, raw }
   end
   return nil
-end
-
--- pair_presence records a pairing (pair, and a heartbeat's stamp in
--- protocol "2"): it creates the runner's presence or refreshes its owner
--- and device JSON, stamped now; capabilities and withheld JSON are
--- replaced when given ('1') and kept when not. It returns the record.
-local function pair_presence(now, runner, owner, device, caps, caps_given, withheld, withheld_given)
-  if redis.call('ZSCORE', K.paired, runner) == false then
-    redis.call('ZADD', K.paired, redis.call('INCR', K.seq), runner)
-  end
-  local old = decode_presence(redis.call('HGET', K.presence, runner)) or { caps = '', withheld = '' }
-  local p = { owner = owner, device = device, seen = ms(now), caps = old.caps, withheld = old.withheld }
-  if caps_given == '1' then
-    p.caps = caps
-  end
-  if withheld_given == '1' then
-    p.withheld = withheld
-  end
-  local raw = encode_presence(p)
-  redis.call('HSET', K.presence, runner, raw)
-  return raw
 end
 
 -- cancel_requests lists, flat (job id, lease id), the grants of the
