@@ -141,6 +141,20 @@ func (s *Store) limiter(rate ratelimit.Rate) (*ratelimit.Memory, error) {
 	return l, nil
 }
 
+// enter starts a daemon call of runnerID under s.mu: its admission is
+// checked, then its presence stamped when touch, and the call's time
+// returned.
+func (s *Store) enter(ctx context.Context, runnerID string, a *store.Admission, touch bool) (int64, error) {
+	if err := s.admit(ctx, runnerID, a); err != nil {
+		return 0, err
+	}
+	now := s.now()
+	if touch {
+		s.stamp(runnerID, now)
+	}
+	return now, nil
+}
+
 // admit checks a call's admission (nil admits it), under s.mu.
 func (s *Store) admit(ctx context.Context, runnerID string, a *store.Admission) error {
 	if a == nil {
@@ -220,12 +234,9 @@ func (s *Store) takenByOtherV0Site(siteID, id string, now int64) bool {
 func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+	now, err := s.enter(ctx, in.RunnerID, in.Admit, in.Touch)
+	if err != nil {
 		return nil, err
-	}
-	now := s.now()
-	if in.Touch {
-		s.stamp(in.RunnerID, now)
 	}
 	s.sweep(now)
 	granted := []protocol.ClaimedStub{}
@@ -328,12 +339,9 @@ func (s *Store) nextCandidate(cursors []*cursor, runner string, now int64) *reco
 func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+	now, err := s.enter(ctx, in.RunnerID, in.Admit, in.Touch)
+	if err != nil {
 		return protocol.SealedEnvelope{}, err
-	}
-	now := s.now()
-	if in.Touch {
-		s.stamp(in.RunnerID, now)
 	}
 	r, err := s.held(in, now)
 	if err != nil {
@@ -369,12 +377,9 @@ func fetchRefusal(j *store.Job) error {
 func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultOutcome, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+	now, err := s.enter(ctx, in.RunnerID, in.Admit, in.Touch)
+	if err != nil {
 		return store.ResultOutcome{}, err
-	}
-	now := s.now()
-	if in.Touch {
-		s.stamp(in.RunnerID, now)
 	}
 	r, err := s.held(in.LeaseInput, now)
 	switch {
@@ -403,12 +408,9 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+	now, err := s.enter(ctx, in.RunnerID, in.Admit, in.Touch)
+	if err != nil {
 		return nil, err
-	}
-	now := s.now()
-	if in.Touch {
-		s.stamp(in.RunnerID, now)
 	}
 	released := []string{}
 	for _, l := range in.Leases {
@@ -564,12 +566,9 @@ func (s *Store) pair(in store.PairInput, now int64) store.Presence {
 func (s *Store) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.HeartbeatResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.admit(ctx, in.RunnerID, in.Admit); err != nil {
+	now, err := s.enter(ctx, in.RunnerID, in.Admit, in.Touch)
+	if err != nil {
 		return store.HeartbeatResult{}, err
-	}
-	now := s.now()
-	if in.Touch {
-		s.stamp(in.RunnerID, now)
 	}
 	res := store.HeartbeatResult{Swept: s.sweep(now), Cancel: []protocol.LeaseRef{}, Renewed: store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}}
 	if in.Serving {

@@ -138,6 +138,16 @@ func (s *Store) execWrite(ctx context.Context, c call) ([]string, error) {
 	return nil, fmt.Errorf("valkey store: %s: unexpected reply status %q", c.op, parts[0])
 }
 
+// execAdmitted runs the write c with the admission a of runner's call
+// (admitted).
+func (s *Store) execAdmitted(ctx context.Context, c call, runner string, a *store.Admission) ([]string, error) {
+	c, err := s.admitted(c, runner, a)
+	if err != nil {
+		return nil, err
+	}
+	return s.execWrite(ctx, c)
+}
+
 // refusalOf reads a script's refusal: its code, then the job's state
 // (too-late) or the wait in microseconds (rate-limited).
 func refusalOf(op store.Op, parts []string) error {
@@ -235,11 +245,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	for range n {
 		args = append(args, newUUID())
 	}
-	c, err := s.admitted(s.newWrite(store.OpClaim, in.RunnerID, args...), in.RunnerID, in.Admit)
-	if err != nil {
-		return nil, err
-	}
-	parts, err := s.execWrite(ctx, c)
+	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpClaim, in.RunnerID, args...), in.RunnerID, in.Admit)
 	if err != nil {
 		return nil, err
 	}
@@ -266,11 +272,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 
 // Fetch implements store.RoutingStore.
 func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
-	c, err := s.admitted(s.newCall(store.OpFetch, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch), proto(in.Proto), in.SiteID), in.RunnerID, in.Admit)
-	if err != nil {
-		return protocol.SealedEnvelope{}, err
-	}
-	parts, err := s.execWrite(ctx, c)
+	parts, err := s.execAdmitted(ctx, s.newCall(store.OpFetch, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch), proto(in.Proto), in.SiteID), in.RunnerID, in.Admit)
 	if err != nil {
 		return protocol.SealedEnvelope{}, err
 	}
@@ -290,11 +292,7 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 	if err != nil {
 		return store.ResultOutcome{}, fmt.Errorf("valkey store: result: encoding result: %w", err)
 	}
-	c, err := s.admitted(s.newWrite(store.OpResult, in.RunnerID, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID, proto(in.Proto), in.SiteID), in.RunnerID, in.Admit)
-	if err != nil {
-		return store.ResultOutcome{}, err
-	}
-	parts, err := s.execWrite(ctx, c)
+	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpResult, in.RunnerID, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID, proto(in.Proto), in.SiteID), in.RunnerID, in.Admit)
 	if err != nil {
 		return store.ResultOutcome{}, err
 	}
@@ -310,11 +308,7 @@ func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, e
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}
-	c, err := s.admitted(s.newWrite(store.OpRelease, in.RunnerID, args...), in.RunnerID, in.Admit)
-	if err != nil {
-		return nil, err
-	}
-	parts, err := s.execWrite(ctx, c)
+	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpRelease, in.RunnerID, args...), in.RunnerID, in.Admit)
 	if err != nil {
 		return nil, err
 	}
@@ -407,11 +401,7 @@ func (s *Store) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.H
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}
-	c, err := s.admitted(s.newWrite(store.OpHeartbeat, in.RunnerID, args...), in.RunnerID, in.Admit)
-	if err != nil {
-		return store.HeartbeatResult{}, err
-	}
-	parts, err := s.execWrite(ctx, c)
+	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpHeartbeat, in.RunnerID, args...), in.RunnerID, in.Admit)
 	if err != nil {
 		return store.HeartbeatResult{}, err
 	}
@@ -442,12 +432,8 @@ func (s *Store) Pair(ctx context.Context, in store.PairInput) (store.Presence, e
 	if err != nil {
 		return store.Presence{}, fmt.Errorf("valkey store: pair: encoding device: %w", err)
 	}
-	c, err := s.admitted(s.newWrite(store.OpPair, in.RunnerID, in.RunnerID, in.Owner, string(device),
+	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpPair, in.RunnerID, in.RunnerID, in.Owner, string(device),
 		string(in.Capabilities), flag(in.Capabilities != nil), string(in.Withheld), flag(in.Withheld != nil)), in.RunnerID, in.Admit)
-	if err != nil {
-		return store.Presence{}, err
-	}
-	parts, err := s.execWrite(ctx, c)
 	if err != nil {
 		return store.Presence{}, err
 	}
@@ -471,11 +457,7 @@ func flag(b bool) string {
 
 // Touch implements store.RoutingStore.
 func (s *Store) Touch(ctx context.Context, in store.TouchInput) (bool, error) {
-	c, err := s.admitted(s.newWrite(store.OpTouch, in.RunnerID, in.RunnerID), in.RunnerID, in.Admit)
-	if err != nil {
-		return false, err
-	}
-	parts, err := s.execWrite(ctx, c)
+	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpTouch, in.RunnerID, in.RunnerID), in.RunnerID, in.Admit)
 	if err != nil {
 		return false, err
 	}
