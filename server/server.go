@@ -229,27 +229,35 @@ func sweepEvery(ctx context.Context, st store.RoutingStore, every time.Duration,
 	sweepOnTicks(ctx, st, t.C, every/sweepShare, clk, logger)
 }
 
-// sweepShare is the part of each interval the sweeper may spend sweeping:
-// a backlog drains at the store's pace while the rest of the interval
-// leaves the store to requests.
+// sweepShare is the part of each interval one sweep slice may take. A
+// slice that ends with work left is followed by another at once, so a
+// backlog drains at the store's pace; the rest of the interval is spent
+// only once nothing is due.
 const sweepShare = 2
 
-// sweepOnTicks runs one sweep slice of at most slice on each tick.
+// sweepOnTicks runs a sweep slice of at most slice on each tick, and
+// another at once while a slice ends with work left: during a backlog the
+// sweeper sweeps back to back, and it rests until the next tick only once
+// a sweep finds nothing due. A claim waits at most one bounded sweep
+// either way, so resting during a backlog would only halve the drain.
 func sweepOnTicks(ctx context.Context, st store.RoutingStore, ticks <-chan time.Time, slice time.Duration, clk clock.Clock, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticks:
-			sweepSlice(ctx, st, slice, clk, logger)
+			for workLeft := true; workLeft && ctx.Err() == nil; {
+				workLeft = sweepSlice(ctx, st, slice, clk, logger)
+			}
 		}
 	}
 }
 
 // sweepSlice sweeps again while a sweep reports work, as Sweep asks, until
 // the slice of time is spent: one bounded sweep per tick would drain an
-// expired backlog at one batch per interval.
-func sweepSlice(ctx context.Context, st store.RoutingStore, slice time.Duration, clk clock.Clock, logger *slog.Logger) {
+// expired backlog at one batch per interval. It reports whether the slice
+// ended with work left, its last sweep having reported some.
+func sweepSlice(ctx context.Context, st store.RoutingStore, slice time.Duration, clk clock.Clock, logger *slog.Logger) (workLeft bool) {
 	until := clk.Now().Add(slice)
 	calls, requeued, expired := 0, 0, 0
 	for ctx.Err() == nil {
@@ -264,13 +272,18 @@ func sweepSlice(ctx context.Context, st store.RoutingStore, slice time.Duration,
 			// Decision D6: a site that claims and never seals shows here.
 			logger.Info("sealing windows lapsed", slog.Int("lapsed", len(res.Lapsed)), slog.Any("job_ids", res.Lapsed))
 		}
-		if len(res.Requeued)+len(res.Expired) == 0 || !clk.Now().Before(until) {
+		if len(res.Requeued)+len(res.Expired) == 0 {
+			break
+		}
+		if !clk.Now().Before(until) {
+			workLeft = true
 			break
 		}
 	}
 	if requeued+expired > 0 {
 		logger.Debug("swept", slog.Int("requeued", requeued), slog.Int("expired", expired), slog.Int("calls", calls))
 	}
+	return workLeft
 }
 
 // profiles serves Go's runtime profiles; only ever on the admin listener.

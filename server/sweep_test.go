@@ -63,10 +63,11 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // reports none.
 func TestSweepSliceDrainsABacklogOfManyBatches(t *testing.T) {
 	st := &backlogStore{backlog: 10*512 + 7, batch: 512}
-	sweepSlice(t.Context(), st, time.Second, clock.NewManual(time.Unix(0, 0)), quietLogger())
+	workLeft := sweepSlice(t.Context(), st, time.Second, clock.NewManual(time.Unix(0, 0)), quietLogger())
 	backlog, calls := st.state()
 	require.Zero(t, backlog)
 	require.Equal(t, 12, calls, "eleven calls with work, then one that reports none")
+	require.False(t, workLeft, "the slice ended on a sweep that found nothing due")
 }
 
 func TestSweepSliceStopsWhenItsTimeIsSpent(t *testing.T) {
@@ -75,10 +76,70 @@ func TestSweepSliceStopsWhenItsTimeIsSpent(t *testing.T) {
 		clk.Advance(400 * time.Millisecond)
 		return nil
 	}}
-	sweepSlice(t.Context(), st, time.Second, clk, quietLogger())
+	workLeft := sweepSlice(t.Context(), st, time.Second, clk, quietLogger())
 	backlog, calls := st.state()
 	require.Equal(t, 3, calls, "the third call ends past the slice")
-	require.Equal(t, 7*512, backlog, "the rest waits for the next tick")
+	require.Equal(t, 7*512, backlog, "the rest waits for the next slice")
+	require.True(t, workLeft, "the slice ended with work left")
+}
+
+// Issue 12 finding 4: a slice spent with work left was followed by a rest
+// until the next tick, so a backlog drained at most half the time. The
+// sweeper now starts the next slice at once, and rests only once a sweep
+// finds nothing due.
+func TestSweeperKeepsSweepingPastItsSliceWhileABacklogRemains(t *testing.T) {
+	clk := clock.NewManual(time.Unix(0, 0))
+	st := &backlogStore{backlog: 10 * 512, batch: 512, onSweep: func(int) error {
+		clk.Advance(400 * time.Millisecond)
+		return nil
+	}}
+	ctx, cancel := context.WithCancel(t.Context())
+	ticks := make(chan time.Time)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sweepOnTicks(ctx, st, ticks, time.Second, clk, quietLogger())
+	}()
+	ticks <- time.Now()
+	// No second tick comes: only back-to-back slices can drain it all.
+	require.Eventually(t, func() bool { backlog, _ := st.state(); return backlog == 0 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { _, calls := st.state(); return calls == 11 }, 10*time.Second, time.Millisecond,
+		"ten calls with work, then one that reports none")
+	// The sweeper is resting now: it takes the next tick.
+	ticks <- time.Now()
+	require.Eventually(t, func() bool { _, calls := st.state(); return calls == 12 }, 10*time.Second, time.Millisecond)
+	cancel()
+	<-done
+	_, calls := st.state()
+	require.Equal(t, 12, calls, "one sweep for the tick, which found nothing due")
+}
+
+// A slice that ends on a failed sweep is not followed by another: the
+// sweeper rests until the next tick, as before.
+func TestSweeperRestsAfterAFailedSweep(t *testing.T) {
+	clk := clock.NewManual(time.Unix(0, 0))
+	st := &backlogStore{backlog: 10 * 512, batch: 512, onSweep: func(call int) error {
+		clk.Advance(400 * time.Millisecond)
+		if call == 4 {
+			return errors.New("store down")
+		}
+		return nil
+	}}
+	ctx, cancel := context.WithCancel(t.Context())
+	ticks := make(chan time.Time)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sweepOnTicks(ctx, st, ticks, time.Second, clk, quietLogger())
+	}()
+	ticks <- time.Now()
+	// A first slice of three calls, a second ending at the failed fourth.
+	require.Eventually(t, func() bool { _, calls := st.state(); return calls == 4 }, 10*time.Second, time.Millisecond)
+	cancel()
+	<-done
+	backlog, calls := st.state()
+	require.Equal(t, 4, calls, "no slice follows the failure within the tick")
+	require.Equal(t, 7*512, backlog, "the three calls before the failure settled a batch each")
 }
 
 func TestSweepSliceStopsAtAFailedSweep(t *testing.T) {
@@ -88,9 +149,10 @@ func TestSweepSliceStopsAtAFailedSweep(t *testing.T) {
 		}
 		return nil
 	}}
-	sweepSlice(t.Context(), st, time.Second, clock.NewManual(time.Unix(0, 0)), quietLogger())
+	workLeft := sweepSlice(t.Context(), st, time.Second, clock.NewManual(time.Unix(0, 0)), quietLogger())
 	_, calls := st.state()
 	require.Equal(t, 2, calls, "a failed sweep ends the slice; the next tick tries again")
+	require.False(t, workLeft, "a failed sweep is not work left: the sweeper rests")
 }
 
 // One tick drains a backlog many batches deep: the sweeper no longer
