@@ -283,6 +283,7 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 		RateLimit:         limiterOn(s, b.opts.RateLimit),
 		RunnerRate:        b.opts.RateLimit,
 		SiteRateLimit:     limiterOn(s, b.opts.SiteRateLimit),
+		SiteRate:          b.opts.SiteRateLimit,
 		TrustForwardedFor: b.opts.TrustForwardedFor,
 
 		Logger:    b.opts.Logger,

@@ -67,6 +67,9 @@ type Config struct {
 	// within its store operation, one round trip for all of it. Zero
 	// with a RateLimit set keeps the charge a call of its own.
 	RunnerRate ratelimit.Rate
+	// SiteRate is RunnerRate for SiteRateLimit: a site's write is then
+	// charged within its store operation.
+	SiteRate ratelimit.Rate
 	// SiteRateLimit limits each site, once its signature checks. Nil means
 	// no limit.
 	SiteRateLimit ratelimit.Limiter
@@ -135,8 +138,9 @@ func New(cfg Config) *Relay {
 	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/"), decoder: protocol.NewDecoder(cfg.Limits)}
 	r.classifier = newClassifier(&codec.Env{
 		SiteID: cfg.SiteID, LeaseMs: cfg.LeaseMs, Store: cfg.Store, Projection: cfg.Projection, Clock: cfg.Clock,
-		ChargeRunner: r.charge(cfg.RateLimit), ChargeSite: r.charge(cfg.SiteRateLimit), RunnerCharge: runnerCharge(cfg),
-		Pairings: cfg.Pairings, Random: cfg.Random, Logger: cfg.Logger,
+		ChargeRunner: r.charge(cfg.RateLimit), ChargeSite: r.charge(cfg.SiteRateLimit), RunnerCharge: storeCharge(cfg.RunnerRate, cfg.RateLimit, codec.RunnerKey),
+		SiteCharge: storeCharge(cfg.SiteRate, cfg.SiteRateLimit, codec.SiteKey),
+		Pairings:   cfg.Pairings, Random: cfg.Random, Logger: cfg.Logger,
 	}, cfg.Protocols, cfg.V2)
 	r.public = newEcho(cfg.Logger, observer{started: cfg.RequestStarted, answered: cfg.ObserveRequest})
 	r.public.Pre(resolvePath)

@@ -44,18 +44,17 @@ func (r *Relay) charge(limiter ratelimit.Limiter) codec.Charge {
 	return func(ctx context.Context, key string) *protocol.Refusal { return r.rateLimit(ctx, limiter, key) }
 }
 
-// runnerCharge is the codecs' RunnerCharge: the store bucket of a runner
-// when the store keeps RateLimit's buckets, none when there is no limit,
-// and nil (no admission in the store) when the limiter's buckets are
-// somewhere else.
-func runnerCharge(cfg Config) func(runnerID string) *store.Charge {
+// storeCharge is a codec's RunnerCharge or SiteCharge: the store bucket
+// of a caller (under key) when the store keeps limiter's buckets at rate,
+// none when there is no limiter, and nil (no charge in the store) when
+// the limiter's buckets are somewhere else.
+func storeCharge(rate ratelimit.Rate, limiter ratelimit.Limiter, key func(string) string) func(id string) *store.Charge {
 	switch {
-	case cfg.RunnerRate.Enabled():
-		rate := cfg.RunnerRate
-		return func(runnerID string) *store.Charge {
-			return &store.Charge{Key: codec.RunnerKey(runnerID), Every: rate.Every, Burst: rate.Burst}
+	case rate.Enabled():
+		return func(id string) *store.Charge {
+			return &store.Charge{Key: key(id), Every: rate.Every, Burst: rate.Burst}
 		}
-	case cfg.RateLimit == nil:
+	case limiter == nil:
 		return func(string) *store.Charge { return nil }
 	}
 	return nil

@@ -245,3 +245,22 @@ func TestG26_LimiterThatCannotAnswerLetsRequestsThrough(t *testing.T) {
 		require.True(t, ok)
 	})
 }
+
+// TestG26_ASiteRefusedBeforeItsWriteIsStillCharged: a site's write takes
+// its charge within the store operation, so a call refused before it
+// (here its schema) pays on its own first; over the rate, the refused
+// call is told so instead, as when the charge came first.
+func TestG26_ASiteRefusedBeforeItsWriteIsStillCharged(t *testing.T) {
+	opts := &setupOpts{SiteRateLimit: ratelimit.Rate{Every: time.Hour, Burst: 2}}
+	eachStore(t, opts, func(t *testing.T, b *bundle) {
+		resp := siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", []byte(`{"siteId":"site_main"}`))
+		require.Equal(t, http.StatusBadRequest, resp.Status, "refused by its schema: %s", resp.Body)
+		_, err := b.site.Enqueue(b.ctx, b.stub(t, "job-1", "alice"))
+		require.NoError(t, err, "the second request of two")
+		resp = siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", []byte(`{"siteId":"site_main"}`))
+		requireRateLimited(t, resp, 3600)
+		resp = siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", enqueueBody(t, siteMain, b.stub(t, "job-2", "alice")))
+		requireRateLimited(t, resp, 3600)
+		b.requireNoJob(t, "job-2")
+	})
+}

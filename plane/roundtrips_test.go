@@ -36,7 +36,7 @@ func TestOneStoreRoundTripPerDaemonCall(t *testing.T) {
 		return s, func(d time.Duration) { require.NoError(t, s.AdvanceClockForTest(context.Background(), d)) }
 	}
 	rate := ratelimit.Rate{Every: time.Millisecond, Burst: 1000}
-	b := setup(t, onServer, &setupOpts{RateLimit: rate})
+	b := setup(t, onServer, &setupOpts{RateLimit: rate, SiteRateLimit: rate})
 	b.paired(t, "alice")
 	commands := commandCounter(t, srv)
 
@@ -61,10 +61,11 @@ func TestOneStoreRoundTripPerDaemonCall(t *testing.T) {
 			// The first lifecycle loads every script the calls use.
 			for round := range 2 {
 				id := tc.name[:3] + strconv.Itoa(round)
-				b.enqueue(t, b.stub(t, id, "alice"))
+				stub := b.stub(t, id, "alice") // reads the store clock
+				enqueue := commands(func() { b.enqueue(t, stub) })
 				var c protocol.ClaimedStub
 				claim := commands(func() { c = b.claimOne(t, d, id) })
-				b.seal(t, c, `{"prompt":"p"}`)
+				seal := commands(func() { b.seal(t, c, `{"prompt":"p"}`) })
 				fetch := commands(func() {
 					_, err := d.Fetch(b.ctx, c.ID, c.Lease.ID)
 					require.NoError(t, err)
@@ -86,6 +87,11 @@ func TestOneStoreRoundTripPerDaemonCall(t *testing.T) {
 				require.Equal(t, tc.fetchRes, result, "result")
 				require.Equal(t, tc.heartbeat, heartbeat, "heartbeat")
 				require.Equal(t, tc.release, release, "release")
+				// The site's writes charge within their operation too; its
+				// reads cannot (read-only scripts): a seal is the pending
+				// poll's charge, sweep and listing, then the payload.
+				require.Equal(t, 1, enqueue, "enqueue")
+				require.Equal(t, 4, seal, "pending and payload")
 			}
 		})
 	}

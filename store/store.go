@@ -160,6 +160,9 @@ type EnqueueInput struct {
 	SiteID string
 	Proto  Proto
 	Stub   protocol.JobStub
+	// Admit, when set, is checked first (a site's call: its Charge);
+	// a refused admission enqueues nothing.
+	Admit *Admission
 }
 
 // EnqueueResult is the state of the job under that id after the call: a new
@@ -292,12 +295,18 @@ type PayloadInput struct {
 	JobID    string
 	SiteID   string
 	Envelope protocol.SealedEnvelope
+	// Admit, when set, is checked first; a refused admission stores
+	// nothing.
+	Admit *Admission
 }
 
 // CancelInput cancels a job of a site.
 type CancelInput struct {
 	JobID  string
 	SiteID string
+	// Admit, when set, is checked first; a refused admission cancels
+	// nothing.
+	Admit *Admission
 }
 
 // RenewInput extends the grants a runner still holds. Jobs resolve as in

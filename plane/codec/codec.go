@@ -117,6 +117,10 @@ type Env struct {
 	// within the call's own store operation (store.Admission), one round
 	// trip instead of a presence read, a charge and the operation.
 	RunnerCharge func(runnerID string) *store.Charge
+	// SiteCharge is RunnerCharge for ChargeSite: the store bucket of a
+	// site (under SiteKey), so that a site's write charges it within its
+	// own store operation.
+	SiteCharge func(siteID string) *store.Charge
 	// Pairings holds the pending device codes every replica shares; nil
 	// when the store keeps none, which turns device-code pairing off.
 	Pairings store.Pairings
@@ -129,6 +133,50 @@ type Env struct {
 
 // RunnerKey is the rate-limit key of a runner.
 func RunnerKey(runnerID string) string { return "runner:" + runnerID }
+
+// SiteKey is the rate-limit key of a site.
+func SiteKey(siteID string) string { return "site:" + siteID }
+
+// SiteCaller is an authenticated site and the rate charge its call still
+// owes: its store write takes it (Admission), and anything else pays it
+// first (Pay).
+type SiteCaller struct {
+	projection.SiteRecord
+	owed *store.Charge
+}
+
+// NewSiteCaller authenticates site's call as far as the projection and
+// signature go: with the store keeping the site limiter's buckets the
+// charge is left owed, otherwise it is taken now through ChargeSite.
+func (e *Env) NewSiteCaller(ctx context.Context, site projection.SiteRecord) (*SiteCaller, *protocol.Refusal) {
+	if e.SiteCharge != nil {
+		return &SiteCaller{SiteRecord: site, owed: e.SiteCharge(site.SiteID)}, nil
+	}
+	if refusal := e.ChargeSite(ctx, SiteKey(site.SiteID)); refusal != nil {
+		return nil, refusal
+	}
+	return &SiteCaller{SiteRecord: site}, nil
+}
+
+// Admission hands the owed charge to the call's store write, once.
+func (s *SiteCaller) Admission() *store.Admission {
+	if s.owed == nil {
+		return nil
+	}
+	a := &store.Admission{Charge: s.owed}
+	s.owed = nil
+	return a
+}
+
+// Pay takes the owed charge, if any, on its own: for a call that refuses,
+// or reads, before any store write would take it.
+func (s *SiteCaller) Pay(ctx context.Context, e *Env) *protocol.Refusal {
+	if s.owed == nil {
+		return nil
+	}
+	s.owed = nil
+	return e.ChargeSite(ctx, SiteKey(s.SiteID))
+}
 
 // RateLimited is the 429 of a caller who must wait that long: the wait in
 // whole seconds, rounded up, whichever protocol the caller speaks.

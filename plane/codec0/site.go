@@ -6,14 +6,13 @@ import (
 	"net/url"
 
 	"github.com/byollm/relayd/plane/codec"
-	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
 )
 
 // siteRoute is one site-plane route, whatever its types.
 type siteRoute interface {
-	serve(ctx context.Context, c *Codec, req *codec.Request, callerID string, site projection.SiteRecord) (any, error)
+	serve(ctx context.Context, c *Codec, req *codec.Request, callerID string, site *codec.SiteCaller) (any, error)
 }
 
 // siteRequest is a decoded site-plane request, which names the site it
@@ -21,29 +20,40 @@ type siteRoute interface {
 type siteRequest interface{ ForSite() string }
 
 // siteEndpoint is a site-plane route: decode reads the request (its body,
-// or the query of a read) and handle answers it.
+// or the query of a read) and handle answers it, its store write taking
+// the site's owed charge (a read, or a refusal before the write, pays it
+// first: refuseSite).
 type siteEndpoint[Req siteRequest, Resp any] struct {
 	decode func(*codec.Request) (Req, error)
-	handle func(c *Codec, ctx context.Context, site projection.SiteRecord, req Req) (Resp, error)
+	handle func(c *Codec, ctx context.Context, site *codec.SiteCaller, req Req) (Resp, error)
 }
 
 // forSite is the site route decode reads and handle answers.
-func forSite[Req siteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, projection.SiteRecord, Req) (Resp, error)) siteRoute {
+func forSite[Req siteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, *codec.SiteCaller, Req) (Resp, error)) siteRoute {
 	return siteEndpoint[Req, Resp]{decode: decode, handle: handle}
 }
 
-func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec.Request, callerID string, site projection.SiteRecord) (any, error) {
+func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec.Request, callerID string, site *codec.SiteCaller) (any, error) {
 	v, err := e.decode(req)
 	if err != nil {
-		return nil, schemaRefusal()
+		return nil, c.refuseSite(ctx, site, schemaRefusal())
 	}
 	if v.ForSite() != callerID {
-		return nil, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotYourSite)
+		return nil, c.refuseSite(ctx, site, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotYourSite))
 	}
 	if callerID != c.env.SiteID {
-		return nil, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotRoutedForYou)
+		return nil, c.refuseSite(ctx, site, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotRoutedForYou))
 	}
 	return answer(e.handle(c, ctx, site, v))
+}
+
+// refuseSite answers refusal, the site's owed charge taken first: over
+// its rate, the site is told so instead, as when it was charged first.
+func (c *Codec) refuseSite(ctx context.Context, site *codec.SiteCaller, refusal *protocol.Refusal) error {
+	if limited := site.Pay(ctx, c.env); limited != nil {
+		return limited
+	}
+	return refusal
 }
 
 // fromBody decodes a site route's request from its body.
@@ -74,39 +84,43 @@ func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRou
 	if refusal := c.env.VerifyAny(sig, "site/"+req.Endpoint, req.Body, keys); refusal != nil {
 		return nil, refusal
 	}
-	if refusal := c.env.ChargeSite(ctx, "site:"+site.SiteID); refusal != nil {
+	caller, refusal := c.env.NewSiteCaller(ctx, site)
+	if refusal != nil {
 		return nil, refusal
 	}
-	return route.serve(ctx, c, req, sig.CallerID, site)
+	return route.serve(ctx, c, req, sig.CallerID, caller)
 }
 
-func (c *Codec) enqueue(ctx context.Context, site projection.SiteRecord, req protocol.EnqueueRequest) (protocol.EnqueueResponse, error) {
+func (c *Codec) enqueue(ctx context.Context, site *codec.SiteCaller, req protocol.EnqueueRequest) (protocol.EnqueueResponse, error) {
 	if keyID, ok := protocol.KeyIDOf(site.Site.Identity); !ok || req.Stub.Site != keyID {
-		return protocol.EnqueueResponse{}, protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgStubWrongSite)
+		return protocol.EnqueueResponse{}, c.refuseSite(ctx, site, protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgStubWrongSite))
 	}
-	res, err := c.env.Store.Enqueue(ctx, store.EnqueueInput{Proto: store.Proto0, SiteID: site.SiteID, Stub: req.Stub})
+	res, err := c.env.Store.Enqueue(ctx, store.EnqueueInput{Proto: store.Proto0, SiteID: site.SiteID, Stub: req.Stub, Admit: site.Admission()})
 	if err != nil {
 		return protocol.EnqueueResponse{}, storeError(store.OpEnqueue, err)
 	}
 	return protocol.EnqueueResponse{JobID: req.Stub.ID, State: string(res.State)}, nil
 }
 
-func (c *Codec) payload(ctx context.Context, site projection.SiteRecord, req protocol.PayloadRequest) (protocol.PayloadResponse, error) {
-	if err := c.env.Store.Payload(ctx, store.PayloadInput{JobID: req.JobID, SiteID: site.SiteID, Envelope: req.Envelope}); err != nil {
+func (c *Codec) payload(ctx context.Context, site *codec.SiteCaller, req protocol.PayloadRequest) (protocol.PayloadResponse, error) {
+	if err := c.env.Store.Payload(ctx, store.PayloadInput{JobID: req.JobID, SiteID: site.SiteID, Envelope: req.Envelope, Admit: site.Admission()}); err != nil {
 		return protocol.PayloadResponse{}, storeError(store.OpPayload, err)
 	}
 	return protocol.PayloadResponse{JobID: req.JobID, State: string(store.Ready)}, nil
 }
 
-func (c *Codec) cancel(ctx context.Context, site projection.SiteRecord, req protocol.CancelRequest) (protocol.CancelResponse, error) {
-	ok, err := c.env.Store.Cancel(ctx, store.CancelInput{JobID: req.JobID, SiteID: site.SiteID})
+func (c *Codec) cancel(ctx context.Context, site *codec.SiteCaller, req protocol.CancelRequest) (protocol.CancelResponse, error) {
+	ok, err := c.env.Store.Cancel(ctx, store.CancelInput{JobID: req.JobID, SiteID: site.SiteID, Admit: site.Admission()})
 	if err != nil {
 		return protocol.CancelResponse{}, storeError(store.OpCancel, err)
 	}
 	return protocol.CancelResponse{Cancelled: ok}, nil
 }
 
-func (c *Codec) pending(ctx context.Context, site projection.SiteRecord, _ protocol.SiteQuery) (protocol.PendingResponse, error) {
+func (c *Codec) pending(ctx context.Context, site *codec.SiteCaller, _ protocol.SiteQuery) (protocol.PendingResponse, error) {
+	if limited := site.Pay(ctx, c.env); limited != nil {
+		return protocol.PendingResponse{}, limited
+	}
 	swept, err := c.env.Store.Sweep(ctx)
 	if err != nil {
 		return protocol.PendingResponse{}, storeError(store.OpSweep, err)
@@ -119,7 +133,10 @@ func (c *Codec) pending(ctx context.Context, site projection.SiteRecord, _ proto
 	return protocol.PendingResponse{Jobs: codec.PendingJobs(jobs)}, nil
 }
 
-func (c *Codec) results(ctx context.Context, site projection.SiteRecord, _ protocol.SiteQuery) (protocol.ResultsResponse, error) {
+func (c *Codec) results(ctx context.Context, site *codec.SiteCaller, _ protocol.SiteQuery) (protocol.ResultsResponse, error) {
+	if limited := site.Pay(ctx, c.env); limited != nil {
+		return protocol.ResultsResponse{}, limited
+	}
 	jobs, err := c.env.Store.Results(ctx, site.SiteID)
 	if err != nil {
 		return protocol.ResultsResponse{}, storeError(store.OpResults, err)

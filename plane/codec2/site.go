@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/byollm/relayd/plane/codec"
-	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
@@ -12,7 +11,7 @@ import (
 
 // siteRoute is one site-plane route, whatever its types.
 type siteRoute interface {
-	serve(ctx context.Context, c *Codec, req *codec.Request, site projection.SiteRecord) (any, error)
+	serve(ctx context.Context, c *Codec, req *codec.Request, site *codec.SiteCaller) (any, error)
 }
 
 // siteRequest is a decoded site-plane request, which names the site it
@@ -20,26 +19,37 @@ type siteRoute interface {
 type siteRequest interface{ ForSite() string }
 
 // siteEndpoint is a site-plane route: decode reads the request (its body,
-// or the query of a read) and handle answers it.
+// or the query of a read) and handle answers it, its store write taking
+// the site's owed charge (a read, or a refusal before the write, pays it
+// first: refuseSite).
 type siteEndpoint[Req siteRequest, Resp any] struct {
 	decode func(*codec.Request) (Req, error)
-	handle func(c *Codec, ctx context.Context, site projection.SiteRecord, req Req) (Resp, error)
+	handle func(c *Codec, ctx context.Context, site *codec.SiteCaller, req Req) (Resp, error)
 }
 
 // forSite is the site route decode reads and handle answers.
-func forSite[Req siteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, projection.SiteRecord, Req) (Resp, error)) siteRoute {
+func forSite[Req siteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, *codec.SiteCaller, Req) (Resp, error)) siteRoute {
 	return siteEndpoint[Req, Resp]{decode: decode, handle: handle}
 }
 
-func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec.Request, site projection.SiteRecord) (any, error) {
+func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec.Request, site *codec.SiteCaller) (any, error) {
 	v, err := e.decode(req)
 	if err != nil {
-		return nil, proto2.SchemaRefusal()
+		return nil, c.refuseSite(ctx, site, proto2.SchemaRefusal())
 	}
 	if v.ForSite() != site.SiteID {
-		return nil, proto2.NotYourSite()
+		return nil, c.refuseSite(ctx, site, proto2.NotYourSite())
 	}
 	return answer(e.handle(c, ctx, site, v))
+}
+
+// refuseSite answers refusal, the site's owed charge taken first: over
+// its rate, the site is told so instead, as when it was charged first.
+func (c *Codec) refuseSite(ctx context.Context, site *codec.SiteCaller, refusal *proto2.Refusal) error {
+	if limited := site.Pay(ctx, c.env); limited != nil {
+		return limited
+	}
+	return refusal
 }
 
 // The decoded requests name their site.
@@ -86,24 +96,25 @@ func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRou
 	if refusal := c.env.VerifyAny(sig, "site/"+req.Endpoint, req.Body, keys); refusal != nil {
 		return nil, refusal
 	}
-	if refusal := c.env.ChargeSite(ctx, "site:"+site.SiteID); refusal != nil {
+	caller, refusal := c.env.NewSiteCaller(ctx, site)
+	if refusal != nil {
 		return nil, refusal
 	}
-	return route.serve(ctx, c, req, site)
+	return route.serve(ctx, c, req, caller)
 }
 
 // enqueue publishes a stub that names the signing site's current key
 // (§3.11); a republish of (site, id) answers the existing job's state.
-func (c *Codec) enqueue(ctx context.Context, site projection.SiteRecord, req enqueueRequest) (proto2.EnqueueResponse, error) {
+func (c *Codec) enqueue(ctx context.Context, site *codec.SiteCaller, req enqueueRequest) (proto2.EnqueueResponse, error) {
 	if req.Stub.Site != keyID(site.Site) {
-		return proto2.EnqueueResponse{}, proto2.StubWrongSite()
+		return proto2.EnqueueResponse{}, c.refuseSite(ctx, site, proto2.StubWrongSite())
 	}
 	s := req.Stub
 	stub := protocol.JobStub{
 		ID: s.ID, Kind: s.Kind, Owner: s.Owner, Site: s.Site, Audience: s.Audience, Purpose: s.Purpose,
 		SizeClass: s.SizeClass, Streaming: s.Streaming, DeadlineAt: s.DeadlineAt,
 	}
-	res, err := c.env.Store.Enqueue(ctx, store.EnqueueInput{SiteID: site.SiteID, Proto: store.Proto2, Stub: stub})
+	res, err := c.env.Store.Enqueue(ctx, store.EnqueueInput{SiteID: site.SiteID, Proto: store.Proto2, Stub: stub, Admit: site.Admission()})
 	if err != nil {
 		return proto2.EnqueueResponse{}, storeError(store.OpEnqueue, err)
 	}
@@ -112,18 +123,18 @@ func (c *Codec) enqueue(ctx context.Context, site projection.SiteRecord, req enq
 
 // payload seals a claimed job; the envelope rule runs before the store
 // (§3.12).
-func (c *Codec) payload(ctx context.Context, site projection.SiteRecord, req payloadRequest) (proto2.PayloadResponse, error) {
+func (c *Codec) payload(ctx context.Context, site *codec.SiteCaller, req payloadRequest) (proto2.PayloadResponse, error) {
 	if refusal := proto2.EnvelopeTooLarge(req.Envelope); refusal != nil {
-		return proto2.PayloadResponse{}, refusal
+		return proto2.PayloadResponse{}, c.refuseSite(ctx, site, refusal)
 	}
-	if err := c.env.Store.Payload(ctx, store.PayloadInput{JobID: req.JobID, SiteID: site.SiteID, Envelope: req.Envelope}); err != nil {
+	if err := c.env.Store.Payload(ctx, store.PayloadInput{JobID: req.JobID, SiteID: site.SiteID, Envelope: req.Envelope, Admit: site.Admission()}); err != nil {
 		return proto2.PayloadResponse{}, storeError(store.OpPayload, err)
 	}
 	return proto2.PayloadResponse{JobID: req.JobID, State: string(store.Ready)}, nil
 }
 
-func (c *Codec) cancel(ctx context.Context, site projection.SiteRecord, req cancelRequest) (proto2.CancelResponse, error) {
-	ok, err := c.env.Store.Cancel(ctx, store.CancelInput{JobID: req.JobID, SiteID: site.SiteID})
+func (c *Codec) cancel(ctx context.Context, site *codec.SiteCaller, req cancelRequest) (proto2.CancelResponse, error) {
+	ok, err := c.env.Store.Cancel(ctx, store.CancelInput{JobID: req.JobID, SiteID: site.SiteID, Admit: site.Admission()})
 	if err != nil {
 		return proto2.CancelResponse{}, storeError(store.OpCancel, err)
 	}
@@ -132,7 +143,10 @@ func (c *Codec) cancel(ctx context.Context, site projection.SiteRecord, req canc
 
 // pending lists the site's jobs awaiting a payload, whatever protocol
 // enqueued them (A6), after a sweep (§3.14).
-func (c *Codec) pending(ctx context.Context, site projection.SiteRecord, _ siteQuery) (proto2.PendingResponse, error) {
+func (c *Codec) pending(ctx context.Context, site *codec.SiteCaller, _ siteQuery) (proto2.PendingResponse, error) {
+	if limited := site.Pay(ctx, c.env); limited != nil {
+		return proto2.PendingResponse{}, limited
+	}
 	swept, err := c.env.Store.Sweep(ctx)
 	if err != nil {
 		return proto2.PendingResponse{}, storeError(store.OpSweep, err)
@@ -147,7 +161,10 @@ func (c *Codec) pending(ctx context.Context, site projection.SiteRecord, _ siteQ
 
 // results lists the site's finished jobs, whatever protocol enqueued them
 // (A6); they stay listed until their deadline (§3.15).
-func (c *Codec) results(ctx context.Context, site projection.SiteRecord, _ siteQuery) (proto2.ResultsResponse, error) {
+func (c *Codec) results(ctx context.Context, site *codec.SiteCaller, _ siteQuery) (proto2.ResultsResponse, error) {
+	if limited := site.Pay(ctx, c.env); limited != nil {
+		return proto2.ResultsResponse{}, limited
+	}
 	jobs, err := c.env.Store.Results(ctx, site.SiteID)
 	if err != nil {
 		return proto2.ResultsResponse{}, storeError(store.OpResults, err)

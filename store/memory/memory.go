@@ -198,9 +198,12 @@ func (s *Store) Ping(context.Context) error { return nil }
 func (s *Store) Close() error { return nil }
 
 // Enqueue implements store.RoutingStore.
-func (s *Store) Enqueue(_ context.Context, in store.EnqueueInput) (store.EnqueueResult, error) {
+func (s *Store) Enqueue(ctx context.Context, in store.EnqueueInput) (store.EnqueueResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.admit(ctx, "", in.Admit); err != nil {
+		return store.EnqueueResult{}, err
+	}
 	now := s.now()
 	if r := s.live(jobKey{site: in.SiteID, id: in.Stub.ID}, now); r != nil {
 		return store.EnqueueResult{State: r.job.State}, nil
@@ -434,9 +437,12 @@ func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, e
 }
 
 // Payload implements store.RoutingStore.
-func (s *Store) Payload(_ context.Context, in store.PayloadInput) error {
+func (s *Store) Payload(ctx context.Context, in store.PayloadInput) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.admit(ctx, "", in.Admit); err != nil {
+		return err
+	}
 	r := s.live(jobKey{site: in.SiteID, id: in.JobID}, s.now())
 	if r == nil {
 		return store.Refuse(store.RefusedNotFound)
@@ -458,9 +464,12 @@ func (s *Store) Payload(_ context.Context, in store.PayloadInput) error {
 }
 
 // Cancel implements store.RoutingStore.
-func (s *Store) Cancel(_ context.Context, in store.CancelInput) (bool, error) {
+func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.admit(ctx, "", in.Admit); err != nil {
+		return false, err
+	}
 	r := s.live(jobKey{site: in.SiteID, id: in.JobID}, s.now())
 	if r == nil {
 		return false, nil

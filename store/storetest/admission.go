@@ -22,6 +22,7 @@ func admissionContract(s suite) {
 	s.run("charges a pairing first, which a refusal leaves unrecorded (protocol 2's stamp)", admissionChargesPairing)
 	s.run("charges a release first, which a refusal leaves held; admitted, it stamps and requeues", admissionChargesRelease)
 	s.run("writes the presence it carries once admitted, whatever the operation answers, and not when refused", admissionWritesItsPresence)
+	s.run("charges a site's enqueue, payload and cancel first; refused, each writes nothing", admissionChargesSiteWrites)
 }
 
 // admitted is the admission of d's call as protocol "0" makes it.
@@ -251,4 +252,28 @@ func admissionWritesItsPresence(t *testing.T, b *bundle) {
 		Routes: []store.Route{{SiteID: Site, Owner: alice.owner}}, Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: leaseMs, Admit: owed()})
 	requireRateLimited(t, err, 500*time.Millisecond)
 	require.Equal(t, now, b.presence(t, alice.runner).LastSeenAt)
+}
+
+func admissionChargesSiteWrites(t *testing.T, b *bundle) {
+	charge := func() *store.Admission {
+		return &store.Admission{Charge: &store.Charge{Key: "site:" + Site, Every: time.Second, Burst: 1}}
+	}
+	res, err := b.s.Enqueue(b.ctx, store.EnqueueInput{SiteID: Site, Stub: b.stub(t, "a"), Admit: charge()})
+	require.NoError(t, err)
+	require.True(t, res.Created)
+	_, err = b.s.Enqueue(b.ctx, store.EnqueueInput{SiteID: Site, Stub: b.stub(t, "b"), Admit: charge()})
+	requireRateLimited(t, err, time.Second)
+	b.requireGone(t, "b")
+
+	c := b.claimOne(t, alice)
+	payload := store.PayloadInput{JobID: c.ID, SiteID: Site, Envelope: envelopeFor(alice.runner, protocol.DirectionPayload, c.ID), Admit: charge()}
+	requireRateLimited(t, b.s.Payload(b.ctx, payload), time.Second)
+	b.requireState(t, "a", store.AwaitingPayload)
+	_, err = b.s.Cancel(b.ctx, store.CancelInput{JobID: "a", SiteID: Site, Admit: charge()})
+	requireRateLimited(t, err, time.Second)
+	require.False(t, b.job(t, "a").Cancelled)
+
+	b.advance(t, time.Second)
+	require.NoError(t, b.s.Payload(b.ctx, payload))
+	b.requireState(t, "a", store.Ready)
 }

@@ -68,15 +68,15 @@ func isRemembering(op store.Op) bool {
 	return ok
 }
 
-// isAdmitting marks the daemon-plane operations that check an admission
-// (store.Admission) within their own script: the calls of a protocol "0"
-// daemon's hot path, touch for the rest, pair (protocol "2"'s stamp) and
-// the heartbeat. Each receives the rate bucket its
+// isAdmitting marks the operations that check an admission
+// (store.Admission) within their own script: every daemon-plane write
+// and the site plane's (whose admissions only charge). Each receives the rate bucket its
 // admission may charge as one more key, after the memo if it has one,
 // and the admission's arguments (admissionArgs) after the request id.
 func isAdmitting(op store.Op) bool {
 	switch op {
-	case store.OpClaim, store.OpFetch, store.OpResult, store.OpRelease, store.OpTouch, store.OpPair, store.OpHeartbeat:
+	case store.OpClaim, store.OpFetch, store.OpResult, store.OpRelease, store.OpTouch, store.OpPair, store.OpHeartbeat,
+		store.OpEnqueue, store.OpPayload, store.OpCancel:
 		return true
 	}
 	return false

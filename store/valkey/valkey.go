@@ -211,7 +211,7 @@ func (s *Store) Enqueue(ctx context.Context, in store.EnqueueInput) (store.Enque
 	return store.EnqueueResult{State: store.State(parts[0]), Created: parts[1] == "1"}, nil
 }
 
-// enqueueCall builds the enqueue call; the stub travels as the JSON Go
+// enqueueCall builds the (admitted) enqueue call; the stub travels as the JSON Go
 // reads back, and the fields a queue is chosen by travel beside it so the
 // script never has to parse it.
 func enqueueCall(s *Store, in store.EnqueueInput) (call, error) {
@@ -219,8 +219,8 @@ func enqueueCall(s *Store, in store.EnqueueInput) (call, error) {
 	if err != nil {
 		return call{}, fmt.Errorf("valkey store: enqueue: encoding stub: %w", err)
 	}
-	return s.newWrite(store.OpEnqueue, in.SiteID, in.Stub.ID, in.SiteID, string(stub), in.Stub.Owner, in.Stub.Kind,
-		flag(store.OwnerOnly(in.Stub.Audience)), strconv.FormatInt(in.Stub.DeadlineAt, 10), proto(in.Proto)), nil
+	return s.admitted(s.newWrite(store.OpEnqueue, in.SiteID, in.Stub.ID, in.SiteID, string(stub), in.Stub.Owner, in.Stub.Kind,
+		flag(store.OwnerOnly(in.Stub.Audience)), strconv.FormatInt(in.Stub.DeadlineAt, 10), proto(in.Proto)), "", in.Admit)
 }
 
 // proto is how a script reads a protocol tag.
@@ -321,13 +321,13 @@ func (s *Store) Payload(ctx context.Context, in store.PayloadInput) error {
 	if err != nil {
 		return fmt.Errorf("valkey store: payload: encoding payload: %w", err)
 	}
-	_, err = s.execWrite(ctx, s.newWrite(store.OpPayload, in.SiteID, in.JobID, in.SiteID, string(env), in.Envelope.RecipientKeyID))
+	_, err = s.execAdmitted(ctx, s.newWrite(store.OpPayload, in.SiteID, in.JobID, in.SiteID, string(env), in.Envelope.RecipientKeyID), "", in.Admit)
 	return err
 }
 
 // Cancel implements store.RoutingStore.
 func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) {
-	parts, err := s.execWrite(ctx, s.newWrite(store.OpCancel, in.SiteID, in.JobID, in.SiteID))
+	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpCancel, in.SiteID, in.JobID, in.SiteID), "", in.Admit)
 	if err != nil {
 		return false, err
 	}
