@@ -43,8 +43,9 @@
 --                     above 0, kept with the counts (set_count); member '' says a
 --                     census of K.queue has passed, so a route missing here holds
 --                     no work (until then a claim reads the counts)
---   K.routes    set   (claim only: <prefix>routes:<digest>) one claim's route
---                     fields, stored by routes.lua, refreshed by each claim
+--   K.routes    set   (claim and routes.lua only: <prefix>routes:<sha256>) one
+--                     claim's route fields, stored by routes.lua, its expiry
+--                     refreshed by each claim that names it (routes.go)
 --   K.listing   hash  'v|' .. site -> the site's results version; job key -> that
 --                     version when the listed (done) job last changed (its mark)
 --   K.seq       string  the enqueue and pairing sequence
