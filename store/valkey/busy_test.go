@@ -2,6 +2,7 @@ package valkey
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,7 +172,7 @@ func TestClaimStoresItsLostRouteListAgain(t *testing.T) {
 	got, err := s.Claim(ctx, in)
 	require.NoError(t, err)
 	require.Empty(t, got)
-	key, _ := s.routeList(in.Proto, in.Routes)
+	key := s.routeListKey(in.Proto, in.Routes)
 	ttl, err := s.client.Do(ctx, s.client.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Positive(t, ttl)
@@ -188,4 +189,19 @@ func TestClaimStoresItsLostRouteListAgain(t *testing.T) {
 	n, err := s.client.Do(ctx, s.client.B().Scard().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	require.EqualValues(t, 11, n, "alice's own route and ten members'")
+}
+
+// A route list is named by its set of routes: the same routes in another
+// order, or named twice, share a key; another route or protocol does not.
+func TestRouteListKeyNamesTheSet(t *testing.T) {
+	s := &Store{prefix: "test:{k}:", routeLists: newRouteLists()}
+	a, b, c := store.Route{SiteID: "s1", Owner: "a"}, store.Route{SiteID: "s1", Owner: "b"}, store.Route{SiteID: "s2", Owner: "a"}
+	key := s.routeListKey(store.Proto0, []store.Route{a, b, c})
+	require.True(t, strings.HasPrefix(key, "test:{k}:routes:"), key)
+	require.Equal(t, key, s.routeListKey(store.Proto0, []store.Route{c, a, b}))
+	require.Equal(t, key, s.routeListKey(store.Proto0, []store.Route{b, c, a, b}))
+	require.Equal(t, key, s.routeListKey(store.Proto0, []store.Route{a, b, c}), "remembered as it came")
+	require.NotEqual(t, key, s.routeListKey(store.Proto0, []store.Route{a, b}))
+	require.NotEqual(t, key, s.routeListKey(store.Proto2, []store.Route{a, b, c}))
+	require.NotEqual(t, key, s.routeListKey(store.Proto0, []store.Route{a, b, {SiteID: "s2", Owner: "b"}}))
 }

@@ -47,14 +47,17 @@ func takesRoutes(op store.Op) bool { return op == store.OpClaim || op == opRoute
 // routeLists remembers which route lists this replica stored, by key, so
 // that a claim names a stored list in one round trip. A list the server
 // dropped since (unused for routesTTL, or a flushed server) costs the
-// claim that meets it one more store and call.
+// claim that meets it one more store and call. It also remembers the key
+// of each list as it came (by the digest of its routes in their order),
+// so a claim over the same routes as before sorts none.
 type routeLists struct {
 	mu     sync.Mutex
 	stored map[string]bool
+	keys   map[[sha256.Size]byte]string
 }
 
 func newRouteLists() *routeLists {
-	return &routeLists{stored: map[string]bool{}}
+	return &routeLists{stored: map[string]bool{}, keys: map[[sha256.Size]byte]string{}}
 }
 
 func (l *routeLists) has(key string) bool {
@@ -72,6 +75,22 @@ func (l *routeLists) add(key string) {
 	l.stored[key] = true
 }
 
+func (l *routeLists) keyOf(ordered [sha256.Size]byte) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key, ok := l.keys[ordered]
+	return key, ok
+}
+
+func (l *routeLists) addKey(ordered [sha256.Size]byte, key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.keys) >= rememberedRouteLists {
+		clear(l.keys)
+	}
+	l.keys[ordered] = key
+}
+
 // routeField names a route's queues of one protocol as the scripts'
 // route_field does.
 func routeField(p store.Proto, r store.Route) string {
@@ -87,26 +106,38 @@ func appendRouteField(b []byte, p store.Proto, r store.Route) []byte {
 	return b
 }
 
-// routeList returns a claim's routes in order, each once, and the key
-// they are stored under, which names the set by its digest. The order
-// need only be the same for the same set: it is (site, owner), which is
-// cheaper to sort than the fields.
-func (s *Store) routeList(p store.Proto, routes []store.Route) (string, []store.Route) {
+// fieldsDigest is the SHA-256 of routes' fields in their order; the
+// fields delimit themselves, so no two lists share one.
+func fieldsDigest(p store.Proto, routes []store.Route) [sha256.Size]byte {
+	h := sha256.New()
+	var buf []byte
+	for _, r := range routes {
+		buf = appendRouteField(buf[:0], p, r)
+		h.Write(buf)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// routeListKey returns the key a claim's routes are stored under: it names
+// the set by the digest of its routes in (site, owner) order, each once.
+func (s *Store) routeListKey(p store.Proto, routes []store.Route) string {
+	ordered := fieldsDigest(p, routes)
+	if key, ok := s.routeLists.keyOf(ordered); ok {
+		return key
+	}
 	sorted := slices.Clone(routes)
 	slices.SortFunc(sorted, func(a, b store.Route) int {
 		return cmp.Or(strings.Compare(a.SiteID, b.SiteID), strings.Compare(a.Owner, b.Owner))
 	})
-	sorted = slices.Compact(sorted)
-	h := sha256.New()
-	var buf []byte
-	for _, r := range sorted {
-		buf = appendRouteField(buf[:0], p, r)
-		h.Write(buf)
-	}
-	return s.prefix + "routes:" + hex.EncodeToString(h.Sum(nil)), sorted
+	sum := fieldsDigest(p, slices.Compact(sorted))
+	key := s.prefix + "routes:" + hex.EncodeToString(sum[:])
+	s.routeLists.addKey(ordered, key)
+	return key
 }
 
-// storeRoutes stores a claim's route fields under key.
+// storeRoutes stores the fields of a claim's routes under key.
 func (s *Store) storeRoutes(ctx context.Context, key string, p store.Proto, routes []store.Route) error {
 	fields := make([]string, len(routes))
 	for i, r := range routes {
@@ -123,13 +154,13 @@ func (s *Store) storeRoutes(ctx context.Context, key string, p store.Proto, rout
 // execClaim runs a claim call over routes, storing their list first when
 // this replica has not lately, and again once when the server lost it.
 func (s *Store) execClaim(ctx context.Context, c call, p store.Proto, routes []store.Route) ([]string, error) {
-	key, list := s.routeList(p, routes)
+	key := s.routeListKey(p, routes)
 	c.keys = append(slices.Clip(c.keys), key)
 	if len(routes) == 0 {
 		return s.execWrite(ctx, c)
 	}
 	if !s.routeLists.has(key) {
-		if err := s.storeRoutes(ctx, key, p, list); err != nil {
+		if err := s.storeRoutes(ctx, key, p, routes); err != nil {
 			return nil, err
 		}
 	}
@@ -137,7 +168,7 @@ func (s *Store) execClaim(ctx context.Context, c call, p store.Proto, routes []s
 	if err == nil || !strings.Contains(err.Error(), noRoutes) {
 		return parts, err
 	}
-	if err := s.storeRoutes(ctx, key, p, list); err != nil {
+	if err := s.storeRoutes(ctx, key, p, routes); err != nil {
 		return nil, err
 	}
 	parts, err = s.execWrite(ctx, c)
