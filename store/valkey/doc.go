@@ -39,6 +39,9 @@
 // Protocol 2's rules that a claim applies (the unsealed cap per route, the
 // re-offer to one runner, not-before times) are kept in indexes of their
 // own, so a claim's work does not grow with the jobs they hold back.
+// Nor does it grow with the routes a claim names: the store keeps the set
+// of routes holding work, and a claim names its route list, stored once
+// under its digest (routes.go), to intersect with it in one call.
 //
 // All keys live under one prefix carrying a hash tag, so every call's keys
 // share one slot and the store runs on standalone Valkey, Sentinel and

@@ -23,7 +23,7 @@ const (
 	opResultBodies store.Op = "resultBodies"
 )
 
-var storeOnlyOps = []store.Op{opResultsVersion, opResultBodies, opBucket}
+var storeOnlyOps = []store.Op{opResultsVersion, opResultBodies, opBucket, opRoutes}
 
 const (
 	// DefaultResultsCacheBytes bounds each replica's cache of results

@@ -44,9 +44,10 @@ const memoBytes = 64 << 10
 // dropPairing answers as the first run did from the state it left, and
 // the lookups of pending codes change nothing but judge expiry. A sweep
 // has no caller to keep a memo for, and its answer only feeds logs and
-// metrics: a retried sweep answers what is due by then.
+// metrics: a retried sweep answers what is due by then. Storing a claim's
+// route list again stores the same set.
 var answersAlike = []store.Op{store.OpFetch, store.OpDropPairing, store.OpSweep,
-	store.OpPairingByDeviceCode, store.OpPairingByUserCode}
+	store.OpPairingByDeviceCode, store.OpPairingByUserCode, opRoutes}
 
 // neverResent are the writes valkey-go never re-sends after a lost reply
 // (their scripts are not retryable): a limiter's charge, whose caller is

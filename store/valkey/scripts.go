@@ -130,7 +130,7 @@ var jobKeys = []string{"job", "payload", "result", "order", "queue", "deadline",
 	"awaiting", "finished", "cancels", "refusals"}
 
 // jobIndexes are the job indexes format "2" added.
-var jobIndexes = []string{"leases", "byid", "unsealed", "sticky", "reoffer", "qcount", "listing"}
+var jobIndexes = []string{"leases", "byid", "unsealed", "sticky", "reoffer", "qcount", "listing", "busy"}
 
 const legacyKey = "old_"
 
@@ -205,11 +205,18 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	}
 	if takesBucket(op) {
 		fmt.Fprintf(&b, "  bucket = KEYS[%d],\n", next)
+		next++
+	}
+	if takesRoutes(op) {
+		fmt.Fprintf(&b, "  routes = KEYS[%d],\n", next)
 	}
 	b.WriteString("}\n")
 	code := string(body)
 	if isAdmitting(op) {
 		code = admitFirst + code
+	}
+	if op == store.OpClaim {
+		code = claimFirst + code
 	}
 	if sc.remembers {
 		b.WriteString(memoHeader(op))

@@ -37,7 +37,7 @@ func TestScripts(t *testing.T) {
 		// operation is passed it.
 		for _, m := range keyRef.FindAllStringSubmatch(string(body), -1) {
 			k := m[1]
-			if !slices.Contains(scriptKeys(), k) && !(k == "memo" && s.remembers) && !(k == "bucket" && takesBucket(name)) {
+			if !slices.Contains(scriptKeys(), k) && !(k == "memo" && s.remembers) && !(k == "bucket" && takesBucket(name)) && !(k == "routes" && takesRoutes(name)) {
 				t.Errorf("%s uses K.%s, which it is not passed", name, k)
 			}
 		}
@@ -46,6 +46,11 @@ func TestScripts(t *testing.T) {
 			// A limiter's call reads the buckets' clock, once, in take_token.
 			if !strings.HasPrefix(strings.TrimSpace(regexp.MustCompile(`(?m)^--.*$`).ReplaceAllString(string(body), "")), "local wait = take_token(") {
 				t.Errorf("%s does not take its token first", name)
+			}
+		} else if name == opRoutes {
+			// Storing a claim's route list decides nothing by time.
+			if calls != 0 {
+				t.Errorf("%s reads the clock", name)
 			}
 		} else if !s.readOnly || name == store.OpNow {
 			if calls != 1 {
@@ -67,7 +72,7 @@ func TestScripts(t *testing.T) {
 	}
 	common, _ := luaFiles.ReadFile("lua/common.lua")
 	for _, m := range keyRef.FindAllStringSubmatch(string(common), -1) {
-		if !slices.Contains(scriptKeys(), m[1]) && m[1] != "memo" && m[1] != "bucket" {
+		if !slices.Contains(scriptKeys(), m[1]) && m[1] != "memo" && m[1] != "bucket" && m[1] != "routes" {
 			t.Errorf("common.lua uses K.%s, which no script is passed", m[1])
 		}
 	}

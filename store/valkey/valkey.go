@@ -40,6 +40,8 @@ type Store struct {
 	keys    []string
 	scripts map[store.Op]*script
 	results *resultsCache
+	// routeLists remembers the claims' route lists this replica stored.
+	routeLists *routeLists
 	// testClock is set on a store opened for tests: its scripts obey the
 	// test clock lever at ClockKey.
 	testClock bool
@@ -75,7 +77,8 @@ func newFromClient(client valkey.Client, prefix string, testClock bool) (*Store,
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: prefix, scripts: scripts, testClock: testClock, results: newResultsCache(DefaultResultsCacheBytes)}
+	s := &Store{client: client, prefix: prefix, scripts: scripts, testClock: testClock, results: newResultsCache(DefaultResultsCacheBytes),
+		routeLists: newRouteLists()}
 	for _, k := range declaredKeys(testClock) {
 		s.keys = append(s.keys, prefix+keySuffix(k))
 	}
@@ -234,18 +237,19 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		return nil, fmt.Errorf("valkey store: claim: encoding device: %w", err)
 	}
 	n := min(max(in.Max, 0), maxGrants)
-	args := make([]string, 0, 10+2*len(in.Routes)+len(in.Kinds)+n)
+	args := make([]string, 0, 11+len(in.Kinds)+n)
 	args = append(args, in.RunnerID, in.Owner, string(device), strconv.FormatInt(in.LeaseMs, 10),
-		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(claimSettleBudget), flag(in.Touch), proto(in.Proto), strconv.Itoa(len(in.Routes)))
-	for _, r := range in.Routes {
-		args = append(args, r.SiteID, r.Owner)
-	}
+		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(claimSettleBudget), flag(in.Touch), proto(in.Proto), flag(len(in.Routes) > 0))
 	args = append(args, strconv.Itoa(len(in.Kinds)))
 	args = append(args, in.Kinds...)
 	for range n {
 		args = append(args, newUUID())
 	}
-	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpClaim, in.RunnerID, args...), in.RunnerID, in.Admit)
+	c, err := s.admitted(s.newWrite(store.OpClaim, in.RunnerID, args...), in.RunnerID, in.Admit)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := s.execClaim(ctx, c, in.Proto, in.Routes)
 	if err != nil {
 		return nil, err
 	}

@@ -115,6 +115,11 @@ func dump(t testing.TB, s *Store) map[string]string {
 			v, err = c.Do(ctx, c.B().Hgetall().Key(k).Build()).AsStrMap()
 		case "zset":
 			v, err = c.Do(ctx, c.B().Zrange().Key(k).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		case "set":
+			var members []string
+			members, err = c.Do(ctx, c.B().Smembers().Key(k).Build()).AsStrSlice()
+			slices.Sort(members)
+			v = members
 		default:
 			t.Fatalf("unexpected type %s of %s", typ, k)
 		}

@@ -7,9 +7,12 @@
 -- not-before times, set by a release that names a delay.
 -- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, settle budget,
 --       touch '1'|'0' (stamp the runner's presence, whatever is granted),
---       proto, n routes, then n (site, job owner) pairs, k kinds, then k
---       kinds, then one fresh lease id per possible grant.
--- Reply: {'ok', framed [stub, lease id, expiresAt]...}.
+--       proto, '1'|'0' (routes named: K.routes holds their route fields),
+--       k kinds, then k kinds, then one fresh lease id per possible grant.
+-- Reply: {'ok', framed [stub, lease id, expiresAt]...}, or the error
+-- NOROUTES, before anything is done (claimFirst, scripts.go, runs before
+-- the admission), when routes are named and K.routes is gone: the caller
+-- stores them again (routes.lua) and re-runs.
 -- Re-run: the answer is remembered (answer_once); a re-run returns it and
 -- grants nothing more.
 local now = clock_now()
@@ -22,13 +25,8 @@ if ARGV[8] == '1' then
   stamp_presence(runner, now)
 end
 local proto = ARGV[9]
-local pos = 10
-local nroutes = tonumber(ARGV[pos])
-local routes = {}
-for i = 1, nroutes do
-  routes[i] = { site = ARGV[pos + 2 * i - 1], owner = ARGV[pos + 2 * i] }
-end
-pos = pos + 2 * nroutes + 1
+local has_routes = ARGV[10] == '1'
+local pos = 11
 local nkinds = tonumber(ARGV[pos])
 local kinds = {}
 for i = 1, nkinds do
@@ -137,49 +135,71 @@ local function open(r, key)
   end
 end
 
--- Cursors are opened only on the queues of routes that hold work: the
--- routes' counts are read a chunk of fields per call, so a claim naming
--- many empty routes costs a call per COUNT_CHUNK of them, not a call per
--- queue. A route never counted is counted now, once.
+-- Cursors are opened only on the queues of routes that hold work. Once
+-- a census has passed (K.busy holds ''), those are the named routes in
+-- K.busy, intersected in one call; before it, the routes' counts are read
+-- a chunk of fields per call, and a route never counted is counted now.
 local COUNT_CHUNK = 1000
-local field_route = {}
-if max > 0 then
-  for lo = 1, #routes, COUNT_CHUNK do
-    local fields = {}
-    for i = lo, math.min(lo + COUNT_CHUNK - 1, #routes) do
-      fields[#fields + 1] = route_field(proto, routes[i].site, routes[i].owner)
-      field_route[fields[#fields]] = routes[i]
-    end
-    local counts = redis.call('HMGET', K.qcount, unpack(fields))
+local function counted_busy()
+  local fields, busy = redis.call('SMEMBERS', K.routes), {}
+  for lo = 1, #fields, COUNT_CHUNK do
+    local hi = math.min(lo + COUNT_CHUNK - 1, #fields)
+    local counts = redis.call('HMGET', K.qcount, unpack(fields, lo, hi))
     for i, n in ipairs(counts) do
+      local field = fields[lo + i - 1]
       if not n then
-        n = route_size(fields[i])
-        redis.call('HSET', K.qcount, fields[i], n)
+        n = route_size(field)
+        set_count(field, n)
       end
       if tonumber(n) > 0 then
-        open(routes[lo + i - 1], K.queue)
+        busy[#busy + 1] = field
       end
     end
+  end
+  return busy
+end
+
+local function busy_routes()
+  if not has_routes or max == 0 then
+    return {}
+  end
+  if redis.call('SISMEMBER', K.busy, '') == 1 then
+    return redis.call('SINTER', K.busy, K.routes)
+  end
+  return counted_busy()
+end
+
+for _, field in ipairs(busy_routes()) do
+  local r = route_from(field)
+  if r then
+    open(r, K.queue)
   end
 end
 
 -- Sticky places are read only on routes where this runner has one: its
--- few sticky entries name their routes. Past STICKY_PAGE of them, every
--- route's sticky places are read.
+-- few sticky entries name their routes, which must be named by the claim.
+-- Past STICKY_PAGE of them, every named route's sticky places are read.
 local STICKY_PAGE = 256
-if proto == '2' and max > 0 then
+if proto == '2' and max > 0 and has_routes then
   local mine = lenc(runner) .. lenc(proto)
   local entries = redis.call('ZRANGEBYLEX', K.sticky, '[' .. mine, '[' .. mine .. '\255', 'LIMIT', 0, STICKY_PAGE)
-  local from = #lenc(runner) + 1
+  local from, fields = #lenc(runner) + 1, {}
   for _, m in ipairs(entries) do
     local stop = lenc_fields_at(m, from, 3)
-    local r = stop and field_route[string.sub(m, from, stop - 1)]
-    if r then
-      open(r, K.sticky)
+    if stop then
+      fields[#fields + 1] = string.sub(m, from, stop - 1)
     end
   end
   if #entries >= STICKY_PAGE then
-    for _, r in ipairs(routes) do
+    fields = redis.call('SMEMBERS', K.routes)
+  end
+  local named = {}
+  if #fields > 0 and #entries < STICKY_PAGE then
+    named = redis.call('SMISMEMBER', K.routes, unpack(fields))
+  end
+  for i, field in ipairs(fields) do
+    local r = route_from(field)
+    if r and (#entries >= STICKY_PAGE or named[i] == 1) then
       open(r, K.sticky)
     end
   end

@@ -2,7 +2,7 @@
 -- a generated header binding KEYS to the table K first, then the schema
 -- definitions generated from schema.go (FORMAT, LEGACY_FORMAT,
 -- PRESENCE_FORMAT, WINDOW_MS, UNSEALED_PER_ROUTE, SEAL_ATTEMPTS,
--- REQ_TTL_MS, STATE_*, REFUSED_*, FIELDS, LEGACY_FIELDS, PRESENCE_FIELDS,
+-- REQ_TTL_MS, ROUTES_TTL_MS, STATE_*, REFUSED_*, FIELDS, LEGACY_FIELDS, PRESENCE_FIELDS,
 -- DEVICE_KEY_ID, STUB_*) and the top-level definitions below that the
 -- operation uses (directly or through each other, in this order), then the
 -- operation's own file, so each rule below exists once and a call runs no
@@ -38,7 +38,14 @@
 --   K.qcount    hash  lenc(proto) .. lenc(site) .. lenc(job owner) -> the entries
 --                     of that route's queues in K.queue (kept at 0, not deleted,
 --                     so a route never counted reads as unknown); field '' holds
---                     the sweep's recount cursor
+--                     the sweep's recount cursor, field 'census' its census cursor
+--   K.busy      set   the K.qcount fields (routes, per protocol) whose count is
+--                     above 0, kept with the counts (set_count); member '' says a
+--                     census of K.queue has passed, so a route missing here holds
+--                     no work (until then a claim reads the counts)
+--   K.routes    set   (claim and routes.lua only: <prefix>routes:<sha256>) one
+--                     claim's route fields, stored by routes.lua, its expiry
+--                     refreshed by each claim that names it (routes.go)
 --   K.listing   hash  'v|' .. site -> the site's results version; job key -> that
 --                     version when the listed (done) job last changed (its mark)
 --   K.seq       string  the enqueue and pairing sequence
@@ -385,6 +392,42 @@ local function route_size(field)
   return redis.call('ZLEXCOUNT', K.queue, '[' .. field, '[' .. field .. '\255')
 end
 
+-- set_count records a route's count, and with it whether the route is in
+-- K.busy: a count above 0 puts it there, 0 takes it out. A count that
+-- goes from above 1 to above 0 needs no visit, the route being there.
+local function set_count(field, n)
+  redis.call('HSET', K.qcount, field, n)
+  if n > 0 then
+    redis.call('SADD', K.busy, field)
+  else
+    redis.call('SREM', K.busy, field)
+  end
+end
+
+-- route_field_of is the route field a K.queue member starts with, or nil.
+local function route_field_of(member)
+  local at = 1
+  for _ = 1, 3 do
+    local _, after = unlenc(member, at)
+    if not after then
+      return nil
+    end
+    at = after
+  end
+  return string.sub(member, 1, at - 1)
+end
+
+-- route_from reads the route a K.qcount field names back, or nil.
+local function route_from(field)
+  local _, at = unlenc(field, 1)
+  local site, after = unlenc(field, at or #field + 1)
+  local owner, stop = unlenc(field, after or #field + 1)
+  if not owner or stop ~= #field + 1 then
+    return nil
+  end
+  return { site = site, owner = owner }
+end
+
 -- queue_count records that delta entries joined (or left) a route's queues
 -- in K.queue, so a claim opens only the queues of routes that hold work.
 -- Wherever a count comes to 1 or less it is taken again from the queues
@@ -392,7 +435,7 @@ end
 -- a count a claim reads as 0 is always exact.
 local function queue_count(field, delta)
   if redis.call('HINCRBY', K.qcount, field, delta) <= 1 then
-    redis.call('HSET', K.qcount, field, route_size(field))
+    set_count(field, route_size(field))
   end
 end
 
