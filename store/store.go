@@ -246,9 +246,9 @@ type LeaseInput struct {
 	// does, whether or not the call is refused. A re-run may stamp again,
 	// at the re-run's time.
 	Touch bool
-	// Admit, when set, is checked first. Fetch keeps no memo, so a fetch
-	// re-sent after a lost reply is charged again; a refusal of that
-	// re-run leaves the job as the first run did, fetched by its holder.
+	// Admit, when set, is checked first. Fetch keeps no memo, so a store
+	// that could re-send a charged fetch after a lost reply does not: the
+	// caller gets an error and retries, and the re-run answers alike.
 	Admit *Admission
 }
 

@@ -205,3 +205,24 @@ func TestRouteListKeyNamesTheSet(t *testing.T) {
 	require.NotEqual(t, key, s.routeListKey(store.Proto2, []store.Route{a, b, c}))
 	require.NotEqual(t, key, s.routeListKey(store.Proto0, []store.Route{a, b, {SiteID: "s2", Owner: "b"}}))
 }
+
+// A relay that keeps counts but no K.busy (one before it, in a rolling
+// upgrade) may raise a route's count from 0 without putting the route in
+// K.busy; the next job this code queues on that route puts it back, even
+// though the count it raises is past 1.
+func TestAnEnqueueRestatesARouteAnOlderWriterLeftOutOfBusy(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, srv.Client(t))
+	ctx := t.Context()
+	mustSweep(t, s)
+	mustEnqueue(t, s, "a")
+	field := routeFieldGo(store.Proto0, testSite, "alice")
+	require.NoError(t, s.client.Do(ctx, s.client.B().Srem().Key(s.key("busy")).Member(field).Build()).Error())
+	in, complete := busy(t, s, store.Proto0)
+	require.False(t, in)
+	require.True(t, complete, "the older writer's job is hidden from a claim that trusts K.busy")
+	mustEnqueue(t, s, "b")
+	in, _ = busy(t, s, store.Proto0)
+	require.True(t, in, "the count went from 1 to 2, and the route is busy again")
+	require.Equal(t, []string{"a", "b"}, claimedIDs(mustClaim(t, s, "r1", 2)))
+}

@@ -91,6 +91,7 @@ func (s *Store) admitted(c call, runner string, a *store.Admission) (call, error
 		rate := rateArgs(a.Charge.Every, a.Charge.Burst)
 		args[4], args[5], args[6] = "1", rate[0], rate[1]
 		bucket = BucketKey(s.prefix, a.Charge.Key)
+		c.charged = true
 	}
 	if a != nil && a.Pair != nil {
 		p := a.Pair

@@ -522,3 +522,39 @@ func TestRetriedHeartbeatAnswersFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, job.ClaimedBy.LeaseExpiresAt-60_000, p.LastSeenAt, "stamped once, when the lease was renewed")
 }
+
+// TestChargedFetchIsNotReSentAfterALostReply: fetch keeps no memo, so a
+// fetch that spends a rate request is sent once; a lost reply is an error
+// the caller retries, and the bucket gave one request, not two.
+func TestChargedFetchIsNotReSentAfterALostReply(t *testing.T) {
+	ctx := t.Context()
+	h := newLossyStores(t)
+	_, err := h.direct.Pair(ctx, store.PairInput{RunnerID: "drop-fetcher", Owner: "alice", Device: testDevice})
+	require.NoError(t, err)
+	_, err = h.direct.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Stub: testStub(t, h.direct, "fetched-job")})
+	require.NoError(t, err)
+	c := mustClaim(t, h.direct, "drop-fetcher", 1)[0]
+	require.NoError(t, h.direct.Payload(ctx, store.PayloadInput{JobID: c.ID, SiteID: testSite, Envelope: env(protocol.DirectionPayload, "fetched")}))
+	rate := ratelimit.Rate{Every: time.Hour, Burst: 2}
+	in := store.LeaseInput{SiteID: testSite, JobID: c.ID, RunnerID: "drop-fetcher", LeaseID: c.Lease.ID,
+		Admit: &store.Admission{Charge: &store.Charge{Key: "runner:drop-fetcher", Every: rate.Every, Burst: rate.Burst}}}
+
+	tr := h.proxy.arm(c.Lease.ID)
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.lossy.Fetch(ctx, in)
+		done <- err
+	}()
+	<-tr.held
+	close(tr.drop)
+	require.Error(t, <-done, "the lost reply is the caller's to retry")
+	require.Equal(t, 1, h.proxy.sent(), "valkey-go did not re-send the charged fetch")
+	l, err := h.direct.Limiter(rate)
+	require.NoError(t, err)
+	d, err := l.Allow(ctx, "runner:drop-fetcher")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "the fetch took one request of two")
+	job, _, err := h.direct.Job(ctx, testSite, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.Running, job.State, "the one run fetched the job")
+}

@@ -40,6 +40,11 @@ type script struct {
 	// call with the same arguments returns it and changes nothing.
 	remembers bool
 	run       *valkey.Lua
+	// once is run for a charged call of an admitting write that keeps no
+	// memo (fetch): valkey-go never re-sends it, since a re-run after a
+	// lost reply would spend a second request; the caller retries, and
+	// the re-run answers alike.
+	once *valkey.Lua
 }
 
 func isReadOnly(op store.Op) bool {
@@ -244,6 +249,9 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 		// Retryable: every write script is safe to re-run with the same
 		// arguments, which is what a retry after a lost reply is.
 		sc.run = valkey.NewLuaScriptRetryable(sc.source)
+		if isAdmitting(op) && !sc.remembers {
+			sc.once = valkey.NewLuaScript(sc.source)
+		}
 	}
 	return sc, nil
 }

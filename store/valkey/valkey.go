@@ -57,6 +57,9 @@ type call struct {
 	op   store.Op
 	keys []string
 	args []string
+	// charged says the call spends a rate request (its admission's
+	// Charge), which a re-send must not spend again.
+	charged bool
 }
 
 // NewFromClient returns a store on an existing client under a key prefix
@@ -111,7 +114,12 @@ func (s *Store) exec(ctx context.Context, c call) (valkey.ValkeyMessage, error) 
 	if s.onCall != nil {
 		s.onCall(c)
 	}
-	msg, err := s.scripts[c.op].run.Exec(ctx, s.client, c.keys, c.args).ToMessage()
+	sc := s.scripts[c.op]
+	run := sc.run
+	if c.charged && sc.once != nil {
+		run = sc.once
+	}
+	msg, err := run.Exec(ctx, s.client, c.keys, c.args).ToMessage()
 	if err != nil && !valkey.IsValkeyNil(err) {
 		return msg, fmt.Errorf("valkey store: %s: %w", c.op, err)
 	}

@@ -432,10 +432,15 @@ end
 -- in K.queue, so a claim opens only the queues of routes that hold work.
 -- Wherever a count comes to 1 or less it is taken again from the queues
 -- themselves: queues filled before counts were kept are counted then, and
--- a count a claim reads as 0 is always exact.
+-- a count a claim reads as 0 is always exact. An entry joining always
+-- (re)states the route busy: a relay that keeps counts but no K.busy may
+-- have raised the count from 0 without saying so, and this is the first
+-- write of ours to see the route since.
 local function queue_count(field, delta)
   if redis.call('HINCRBY', K.qcount, field, delta) <= 1 then
     set_count(field, route_size(field))
+  elseif delta > 0 then
+    redis.call('SADD', K.busy, field)
   end
 end
 
