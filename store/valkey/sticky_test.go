@@ -69,9 +69,16 @@ func TestD8_AClaimReadsNoJobReofferedToAnotherRunner(t *testing.T) {
 		require.Equal(t, []string{"j" + strconv.Itoa(2*i), "j" + strconv.Itoa(2*i+1)}, claimedIDs(claim("r"+strconv.Itoa(i), 2)))
 	}
 	advance(t, s, protocol.AwaitingPayloadMs*time.Millisecond)
-	res, err := s.Sweep(ctx)
-	require.NoError(t, err)
-	require.Len(t, res.Lapsed, 2*routes)
+	var lapsed []string
+	for {
+		res, err := s.Sweep(ctx)
+		require.NoError(t, err)
+		if len(res.Lapsed) == 0 {
+			break
+		}
+		lapsed = append(lapsed, res.Lapsed...)
+	}
+	require.Len(t, lapsed, 2*routes, "the sweeps, each a batch, let every grant lapse")
 	enqueue("fresh", all[0].Owner)
 
 	require.NoError(t, s.client.Do(ctx, s.client.B().ConfigResetstat().Build()).Error())
