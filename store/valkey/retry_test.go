@@ -193,6 +193,18 @@ func (h *lossyStores) dropReply(t *testing.T, needle string, act func() error) e
 	return err
 }
 
+// heldBy pairs runner as alice's device, enqueues job id and has runner
+// claim it, all directly, and returns the grant.
+func (h *lossyStores) heldBy(t *testing.T, runner, id string) protocol.ClaimedStub {
+	t.Helper()
+	ctx := t.Context()
+	_, err := h.direct.Pair(ctx, store.PairInput{RunnerID: runner, Owner: "alice", Device: testDevice})
+	require.NoError(t, err)
+	_, err = h.direct.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Stub: testStub(t, h.direct, id)})
+	require.NoError(t, err)
+	return mustClaim(t, h.direct, runner, 1)[0]
+}
+
 // refusal is the refusal code of err, or "" when it is none.
 func refusal(err error) store.RefusalCode {
 	var r *store.Refusal
@@ -502,11 +514,7 @@ func TestRetriedAdmissionAnswersFirstAndChargesOnce(t *testing.T) {
 func TestRetriedHeartbeatAnswersFirst(t *testing.T) {
 	ctx := t.Context()
 	h := newLossyStores(t)
-	_, err := h.direct.Pair(ctx, store.PairInput{RunnerID: "drop-beater", Owner: "alice", Device: testDevice})
-	require.NoError(t, err)
-	_, err = h.direct.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Stub: testStub(t, h.direct, "beaten-job")})
-	require.NoError(t, err)
-	c := mustClaim(t, h.direct, "drop-beater", 1)[0]
+	c := h.heldBy(t, "drop-beater", "beaten-job")
 	in := store.HeartbeatInput{Proto: store.Proto0, SiteID: testSite, RunnerID: "drop-beater", Touch: true, Serving: true,
 		Leases: []protocol.LeaseRef{{JobID: c.ID, LeaseID: c.Lease.ID}}, LeaseMs: 60_000}
 	var res store.HeartbeatResult
@@ -529,11 +537,7 @@ func TestRetriedHeartbeatAnswersFirst(t *testing.T) {
 func TestChargedFetchIsNotReSentAfterALostReply(t *testing.T) {
 	ctx := t.Context()
 	h := newLossyStores(t)
-	_, err := h.direct.Pair(ctx, store.PairInput{RunnerID: "drop-fetcher", Owner: "alice", Device: testDevice})
-	require.NoError(t, err)
-	_, err = h.direct.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Stub: testStub(t, h.direct, "fetched-job")})
-	require.NoError(t, err)
-	c := mustClaim(t, h.direct, "drop-fetcher", 1)[0]
+	c := h.heldBy(t, "drop-fetcher", "fetched-job")
 	require.NoError(t, h.direct.Payload(ctx, store.PayloadInput{JobID: c.ID, SiteID: testSite, Envelope: env(protocol.DirectionPayload, "fetched")}))
 	rate := ratelimit.Rate{Every: time.Hour, Burst: 2}
 	in := store.LeaseInput{SiteID: testSite, JobID: c.ID, RunnerID: "drop-fetcher", LeaseID: c.Lease.ID,

@@ -104,20 +104,6 @@ local function add(key, prefix, route)
   }
 end
 
--- lenc_fields_at returns the end of n lenc'd strings a member carries
--- from pos on, or nil.
-local function lenc_fields_at(member, pos, n)
-  local at = pos
-  for _ = 1, n do
-    local _, after = unlenc(member, at)
-    if not after then
-      return nil
-    end
-    at = after
-  end
-  return at
-end
-
 -- open adds the cursors of one route's queues the kinds name, owner-only
 -- ones on the owner's own routes, in the list key (K.queue, or K.sticky
 -- for this runner's sticky places).

@@ -404,17 +404,24 @@ local function set_count(field, n)
   end
 end
 
--- route_field_of is the route field a K.queue member starts with, or nil.
-local function route_field_of(member)
-  local at = 1
-  for _ = 1, 3 do
+-- lenc_fields_at returns the end of n lenc'd strings a member carries
+-- from pos on, or nil.
+local function lenc_fields_at(member, pos, n)
+  local at = pos
+  for _ = 1, n do
     local _, after = unlenc(member, at)
     if not after then
       return nil
     end
     at = after
   end
-  return string.sub(member, 1, at - 1)
+  return at
+end
+
+-- route_field_of is the route field a K.queue member starts with, or nil.
+local function route_field_of(member)
+  local at = lenc_fields_at(member, 1, 3)
+  return at and string.sub(member, 1, at - 1)
 end
 
 -- route_from reads the route a K.qcount field names back, or nil.
