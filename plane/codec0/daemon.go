@@ -20,10 +20,6 @@ type caller struct {
 	// consent is the owner's consent for the relay's site, looked up once.
 	consent   projection.ConsentRecord
 	consented bool
-	// unstamped is set while the caller's presence stamp is still owed:
-	// the endpoint's own store operation stamps it (the Touch flag), and a
-	// refusal given before that operation runs stamps it instead.
-	unstamped bool
 	// admit, while set, is the presence check and rate charge still owed
 	// by a caller authenticated without them: the store operation that
 	// stamps the caller checks them first (admission).
@@ -74,7 +70,6 @@ func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemo
 	if err != nil {
 		return nil, err
 	}
-	who.unstamped = true
 	return route.serve(ctx, c, who, req.Body)
 }
 
@@ -150,22 +145,12 @@ func (c *Codec) admissible(sig protocol.Signature, req *codec.Request) *caller {
 	}}
 }
 
-// touch stamps the caller's presence on its own.
-func (c *Codec) touch(ctx context.Context, who *caller) error {
+// refuse is a refusal given before the endpoint's store operation ran,
+// which would have stamped the caller: the stamp, with any admission the
+// caller still owes, is a touch of its own first.
+func (c *Codec) refuse(ctx context.Context, who *caller, refusal *protocol.Refusal) error {
 	if _, err := c.env.Store.Touch(ctx, store.TouchInput{RunnerID: who.device.RunnerID, Admit: who.admission()}); err != nil {
 		return storeError(store.OpTouch, err)
-	}
-	who.unstamped = false
-	return nil
-}
-
-// refuse is a refusal given before the endpoint's store operation ran: it
-// stamps the caller's presence first when that is still owed.
-func (c *Codec) refuse(ctx context.Context, who *caller, refusal *protocol.Refusal) error {
-	if who.unstamped {
-		if err := c.touch(ctx, who); err != nil {
-			return err
-		}
 	}
 	return refusal
 }
