@@ -57,12 +57,19 @@ func memoryStore(t *testing.T) (store.RoutingStore, func(time.Duration)) {
 // valkeyStore is a Valkey store under a prefix of its own on the process's
 // shared server, with its clock pinned so that tests move it explicitly.
 func valkeyStore(t *testing.T) (store.RoutingStore, func(time.Duration)) {
-	srv := valkeytest.Shared(t)
-	s, err := valkey.NewFromClientForTest(srv.Client(t), valkeytest.Prefix(t))
-	require.NoError(t, err)
-	require.NoError(t, s.Ping(t.Context()))
-	require.NoError(t, s.PinClockForTest(t.Context()))
-	return s, func(d time.Duration) { require.NoError(t, s.AdvanceClockForTest(context.Background(), d)) }
+	return valkeyStoreOn(valkeytest.Shared(t))(t)
+}
+
+// valkeyStoreOn is valkeyStore on the server srv, for a test that owns
+// one.
+func valkeyStoreOn(srv *valkeytest.Server) storeFactory {
+	return func(t *testing.T) (store.RoutingStore, func(time.Duration)) {
+		s, err := valkey.NewFromClientForTest(srv.Client(t), valkeytest.Prefix(t))
+		require.NoError(t, err)
+		require.NoError(t, s.Ping(t.Context()))
+		require.NoError(t, s.PinClockForTest(t.Context()))
+		return s, func(d time.Duration) { require.NoError(t, s.AdvanceClockForTest(context.Background(), d)) }
+	}
 }
 
 // The world every bundle starts from: two registered sites (the relay

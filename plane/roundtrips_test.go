@@ -1,7 +1,6 @@
 package plane_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -16,8 +15,6 @@ import (
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/ratelimit"
-	"github.com/byollm/relayd/store"
-	"github.com/byollm/relayd/store/valkey"
 )
 
 // TestOneStoreRoundTripPerDaemonCall counts the commands a Valkey server
@@ -29,14 +26,8 @@ import (
 // apart takes three.
 func TestOneStoreRoundTripPerDaemonCall(t *testing.T) {
 	srv := valkeytest.Start(t) // its own server: every command it counts is this test's
-	onServer := func(t *testing.T) (store.RoutingStore, func(time.Duration)) {
-		s, err := valkey.NewFromClientForTest(srv.Client(t), valkeytest.Prefix(t))
-		require.NoError(t, err)
-		require.NoError(t, s.PinClockForTest(t.Context()))
-		return s, func(d time.Duration) { require.NoError(t, s.AdvanceClockForTest(context.Background(), d)) }
-	}
 	rate := ratelimit.Rate{Every: time.Millisecond, Burst: 1000}
-	b := setup(t, onServer, &setupOpts{RateLimit: rate, SiteRateLimit: rate})
+	b := setup(t, valkeyStoreOn(srv), &setupOpts{RateLimit: rate, SiteRateLimit: rate})
 	b.paired(t, "alice")
 	commands := commandCounter(t, srv)
 
@@ -132,15 +123,9 @@ func commandCounter(t *testing.T, srv *valkeytest.Server) func(do func()) int {
 // five: charge, sweep, stamp, cancelRequests, renew).
 func TestOneStoreRoundTripPerV2DaemonCall(t *testing.T) {
 	srv := valkeytest.Start(t)
-	onServer := func(t *testing.T) (store.RoutingStore, func(time.Duration)) {
-		s, err := valkey.NewFromClientForTest(srv.Client(t), valkeytest.Prefix(t))
-		require.NoError(t, err)
-		require.NoError(t, s.PinClockForTest(t.Context()))
-		return s, func(d time.Duration) { require.NoError(t, s.AdvanceClockForTest(context.Background(), d)) }
-	}
 	opts := bothProtocols()
 	opts.RateLimit = ratelimit.Rate{Every: time.Millisecond, Burst: 1000}
-	b := setup(t, onServer, opts)
+	b := setup(t, valkeyStoreOn(srv), opts)
 	commands := commandCounter(t, srv)
 	d := b.device2(t, "alice")
 	site := b.site2(t, "site", siteMain)
