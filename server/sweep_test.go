@@ -72,15 +72,37 @@ func TestSweepSliceDrainsABacklogOfManyBatches(t *testing.T) {
 
 func TestSweepSliceStopsWhenItsTimeIsSpent(t *testing.T) {
 	clk := clock.NewManual(time.Unix(0, 0))
-	st := &backlogStore{backlog: 10 * 512, batch: 512, onSweep: func(int) error {
-		clk.Advance(400 * time.Millisecond)
-		return nil
-	}}
+	st := slowBacklog(clk, 0)
 	workLeft := sweepSlice(t.Context(), st, time.Second, clk, quietLogger())
 	backlog, calls := st.state()
 	require.Equal(t, 3, calls, "the third call ends past the slice")
 	require.Equal(t, 7*512, backlog, "the rest waits for the next slice")
 	require.True(t, workLeft, "the slice ended with work left")
+}
+
+// slowBacklog is a backlog of ten batches whose every sweep takes 400 ms
+// of clk, and whose sweep number failAt fails (none when 0).
+func slowBacklog(clk *clock.Manual, failAt int) *backlogStore {
+	return &backlogStore{backlog: 10 * 512, batch: 512, onSweep: func(call int) error {
+		clk.Advance(400 * time.Millisecond)
+		if call == failAt {
+			return errors.New("store down")
+		}
+		return nil
+	}}
+}
+
+// startSweeper runs sweepOnTicks on st in slices of slice; stop ends it
+// and waits for it.
+func startSweeper(t *testing.T, st *backlogStore, slice time.Duration, clk clock.Clock) (ticks chan<- time.Time, stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := make(chan time.Time)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sweepOnTicks(ctx, st, ch, slice, clk, quietLogger())
+	}()
+	return ch, func() { cancel(); <-done }
 }
 
 // Issue 12 finding 4: a slice spent with work left was followed by a rest
@@ -89,17 +111,8 @@ func TestSweepSliceStopsWhenItsTimeIsSpent(t *testing.T) {
 // finds nothing due.
 func TestSweeperKeepsSweepingPastItsSliceWhileABacklogRemains(t *testing.T) {
 	clk := clock.NewManual(time.Unix(0, 0))
-	st := &backlogStore{backlog: 10 * 512, batch: 512, onSweep: func(int) error {
-		clk.Advance(400 * time.Millisecond)
-		return nil
-	}}
-	ctx, cancel := context.WithCancel(t.Context())
-	ticks := make(chan time.Time)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sweepOnTicks(ctx, st, ticks, time.Second, clk, quietLogger())
-	}()
+	st := slowBacklog(clk, 0)
+	ticks, stop := startSweeper(t, st, time.Second, clk)
 	ticks <- time.Now()
 	// No second tick comes: only back-to-back slices can drain it all.
 	require.Eventually(t, func() bool { backlog, _ := st.state(); return backlog == 0 }, 10*time.Second, time.Millisecond)
@@ -108,8 +121,7 @@ func TestSweeperKeepsSweepingPastItsSliceWhileABacklogRemains(t *testing.T) {
 	// The sweeper is resting now: it takes the next tick.
 	ticks <- time.Now()
 	require.Eventually(t, func() bool { _, calls := st.state(); return calls == 12 }, 10*time.Second, time.Millisecond)
-	cancel()
-	<-done
+	stop()
 	_, calls := st.state()
 	require.Equal(t, 12, calls, "one sweep for the tick, which found nothing due")
 }
@@ -118,25 +130,12 @@ func TestSweeperKeepsSweepingPastItsSliceWhileABacklogRemains(t *testing.T) {
 // sweeper rests until the next tick, as before.
 func TestSweeperRestsAfterAFailedSweep(t *testing.T) {
 	clk := clock.NewManual(time.Unix(0, 0))
-	st := &backlogStore{backlog: 10 * 512, batch: 512, onSweep: func(call int) error {
-		clk.Advance(400 * time.Millisecond)
-		if call == 4 {
-			return errors.New("store down")
-		}
-		return nil
-	}}
-	ctx, cancel := context.WithCancel(t.Context())
-	ticks := make(chan time.Time)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sweepOnTicks(ctx, st, ticks, time.Second, clk, quietLogger())
-	}()
+	st := slowBacklog(clk, 4)
+	ticks, stop := startSweeper(t, st, time.Second, clk)
 	ticks <- time.Now()
 	// A first slice of three calls, a second ending at the failed fourth.
 	require.Eventually(t, func() bool { _, calls := st.state(); return calls == 4 }, 10*time.Second, time.Millisecond)
-	cancel()
-	<-done
+	stop()
 	backlog, calls := st.state()
 	require.Equal(t, 4, calls, "no slice follows the failure within the tick")
 	require.Equal(t, 7*512, backlog, "the three calls before the failure settled a batch each")
@@ -159,17 +158,10 @@ func TestSweepSliceStopsAtAFailedSweep(t *testing.T) {
 // waits an interval per batch.
 func TestSweeperDrainsABacklogOnOneTick(t *testing.T) {
 	st := &backlogStore{backlog: 5*512 + 1, batch: 512}
-	ctx, cancel := context.WithCancel(t.Context())
-	ticks := make(chan time.Time)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sweepOnTicks(ctx, st, ticks, time.Hour, clock.NewManual(time.Unix(0, 0)), quietLogger())
-	}()
+	ticks, stop := startSweeper(t, st, time.Hour, clock.NewManual(time.Unix(0, 0)))
 	ticks <- time.Now()
 	require.Eventually(t, func() bool { backlog, _ := st.state(); return backlog == 0 }, 10*time.Second, time.Millisecond)
-	cancel()
-	<-done
+	stop()
 }
 
 // On a real Valkey store, one slice drains an expired backlog many sweep
