@@ -13,9 +13,9 @@ import (
 // in common.lua): one small string per runner, site or pairing device and
 // each operation it called in the last rememberFor, holding the newest few
 // answers. The memo thus costs O(active callers), whatever the call rate.
-// It is a string, not a field of a per-caller hash, so that each one
-// expires on its own and a caller's busy operation never keeps its idle
-// ones alive.
+// It is a key of its own (a list, newest answer first), not a field of a
+// per-caller hash, so that each one expires on its own and a caller's busy
+// operation never keeps its idle ones alive.
 
 // memoCaller names, for each remembering write, whose memo keeps its
 // answers: the runner for daemon-plane writes, the site for site-plane
@@ -61,10 +61,16 @@ func memoHeader(op store.Op) string {
 		"local MEMO_BYTES = " + strconv.Itoa(memoBytes) + "\n"
 }
 
+// memoKeyPrefix starts every memo's key under the store's prefix. The
+// memos were strings under "memo:" before they were lists; a new name
+// keeps a relay of either kind from meeting the other's during a rolling
+// upgrade (a retry is re-sent by the relay that made the call).
+const memoKeyPrefix = "answers:"
+
 // memoKey is the key of a caller's memo of op. The caller's kind keeps a
 // runner and a site of one name apart.
 func (s *Store) memoKey(op store.Op, caller string) string {
-	return s.prefix + "memo:" + string(op) + ":" + memoCaller[op] + ":" + caller
+	return s.prefix + memoKeyPrefix + string(op) + ":" + memoCaller[op] + ":" + caller
 }
 
 // newWrite builds a call of a remembering write by caller: the fixed keys

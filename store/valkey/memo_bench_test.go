@@ -13,7 +13,7 @@ import (
 // BenchmarkRememberedAnswers makes b.N empty claims spread over 100
 // runners, 100 at a time, then reports the Valkey memory the remembered
 // answers hold: MEMORY USAGE summed over the answer keys (per-call "req:"
-// keys before the memo, "memo:" keys since), the used_memory delta and the
+// keys before the memo, "memo:" strings, then "answers:" lists), the used_memory delta and the
 // server's mean time per claim.
 // docs/performance.md ("Remembered answers") has the figures; run with
 // -benchtime=100000x.
@@ -81,7 +81,7 @@ func serverUsecPerCall(b *testing.B, c valkey.Client, cmd string) float64 {
 func answerKeys(b *testing.B, c valkey.Client, prefix string) (n, bytes int64) {
 	b.Helper()
 	ctx := context.Background()
-	for _, kind := range []string{"req:", "memo:"} {
+	for _, kind := range []string{"req:", "memo:", memoKeyPrefix} {
 		var cursor uint64
 		for {
 			e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(globEscape(prefix+kind)+"*").Count(5000).Build()).AsScanEntry()

@@ -425,8 +425,11 @@ func TestMemoKeepsACallersNewestAnswersInOneKey(t *testing.T) {
 	_, err = s.Touch(ctx, store.TouchInput{RunnerID: "r1"})
 	require.NoError(t, err)
 	require.Equal(t, "1", rerunTouch(), "past the memo's depth the call runs again")
+	kept, err := s.client.Do(ctx, s.client.B().Llen().Key(s.memoKey(store.OpTouch, "r1")).Build()).AsInt64()
+	require.NoError(t, err)
+	require.EqualValues(t, memoAnswers["r"], kept, "the memo holds its depth of answers, no more")
 
-	keys, err := s.client.Do(ctx, s.client.B().Keys().Pattern(globEscape(s.prefix+"memo:")+"*").Build()).AsStrSlice()
+	keys, err := s.client.Do(ctx, s.client.B().Keys().Pattern(globEscape(s.prefix+memoKeyPrefix)+"*").Build()).AsStrSlice()
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{s.memoKey(store.OpTouch, "r1"), s.memoKey(store.OpPair, "r1")}, keys, "one memo per caller and operation")
 	ttl, err := s.client.Do(ctx, s.client.B().Pttl().Key(s.memoKey(store.OpTouch, "r1")).Build()).AsInt64()

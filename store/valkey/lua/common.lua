@@ -869,11 +869,16 @@ end
 -- ran still finds A. The memo lives REQ_TTL_MS past the caller's last
 -- call, so it costs one small key per active caller and operation, not
 -- one per call.
+--
+-- The memo is a list, newest first, of lenc(request id) .. framed reply:
+-- a call reads its entries and compares their heads, and pushes and trims
+-- one entry, so that only a hit (a retry) decodes a stored reply.
 local function answer_once(run)
-  local ring = unframe(redis.call('GET', K.memo)) or {}
-  for i = 1, #ring - 1, 2 do
-    if ring[i] == REQ_ID then
-      return unframe(ring[i + 1])
+  local ring = redis.call('LRANGE', K.memo, 0, MEMO_ANSWERS - 1)
+  local tag = lenc(REQ_ID)
+  for i = 1, #ring do
+    if string.sub(ring[i], 1, #tag) == tag then
+      return unframe(string.sub(ring[i], #tag + 1))
     end
   end
   local reply = run()
@@ -886,17 +891,18 @@ local function answer_once(run)
   for i = 1, #reply do
     parts[i] = tostring(reply[i])
   end
-  local keep = { REQ_ID, frame(parts) }
-  local bytes = #keep[2]
-  for i = 1, #ring - 1, 2 do
-    bytes = bytes + #ring[i + 1]
-    if #keep >= 2 * MEMO_ANSWERS or bytes > MEMO_BYTES then
+  local entry = tag .. frame(parts)
+  local bytes, older = #entry, 0
+  for i = 1, math.min(#ring, MEMO_ANSWERS - 1) do
+    bytes = bytes + #ring[i]
+    if bytes > MEMO_BYTES then
       break
     end
-    keep[#keep + 1] = ring[i]
-    keep[#keep + 1] = ring[i + 1]
+    older = i
   end
-  redis.call('SET', K.memo, frame(keep), 'PX', REQ_TTL_MS)
+  redis.call('LPUSH', K.memo, entry)
+  redis.call('LTRIM', K.memo, 0, older)
+  redis.call('PEXPIRE', K.memo, REQ_TTL_MS)
   return reply
 end
 
