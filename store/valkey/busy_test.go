@@ -76,6 +76,7 @@ func TestEmptyClaimWorkDoesNotGrowWithRoutes(t *testing.T) {
 func TestBusyRouteFollowsItsJob(t *testing.T) {
 	srv := valkeytest.Start(t)
 	s := newTestStore(t, srv.Client(t))
+	s.mendEvery = 0 // every sweep mends, on the pinned clock
 	ctx := t.Context()
 	pinClock(t, s)
 	mustSweep(t, s)
@@ -131,6 +132,7 @@ func TestBusyRouteFollowsItsJob(t *testing.T) {
 func TestClaimReadsTheCountsUntilTheCensusHasPassed(t *testing.T) {
 	srv := valkeytest.Start(t)
 	s := newTestStore(t, srv.Client(t))
+	s.mendEvery = 0
 	ctx := t.Context()
 	field := routeFieldGo(store.Proto0, testSite, "alice")
 	leaveOut := func() {
@@ -225,4 +227,37 @@ func TestAnEnqueueRestatesARouteAnOlderWriterLeftOutOfBusy(t *testing.T) {
 	in, _ = busy(t, s, store.Proto0)
 	require.True(t, in, "the count went from 1 to 2, and the route is busy again")
 	require.Equal(t, []string{"a", "b"}, claimedIDs(mustClaim(t, s, "r1", 2)))
+}
+
+// The mending rides on one sweep per mendEvery of store time, whichever
+// replica makes it: a sweep in between (a site's poll sweeps first)
+// settles what is due and mends nothing.
+func TestSweepsMendOnceASecond(t *testing.T) {
+	srv := valkeytest.Start(t)
+	client := srv.Client(t)
+	s := newTestStore(t, client)
+	other, err := NewFromClientForTest(client, s.prefix) // another replica
+	require.NoError(t, err)
+	ctx := t.Context()
+	pinClock(t, s)
+	field := routeFieldGo(store.Proto0, testSite, "alice")
+	leaveOut := func() {
+		require.NoError(t, client.Do(ctx, client.B().Srem().Key(s.key("busy")).Member(field).Build()).Error())
+	}
+	mustEnqueue(t, s, "a")
+	mustSweep(t, s)
+	leaveOut()
+	mustSweep(t, s)
+	mustSweep(t, other)
+	in, _ := busy(t, s, store.Proto0)
+	require.False(t, in, "a sweep within a second of the last mending one mended")
+
+	advance(t, s, mendEvery-time.Millisecond)
+	mustSweep(t, other)
+	in, _ = busy(t, s, store.Proto0)
+	require.False(t, in, "mended before mendEvery had passed")
+	advance(t, s, time.Millisecond)
+	mustSweep(t, other)
+	in, _ = busy(t, s, store.Proto0)
+	require.True(t, in, "the first sweep once mendEvery had passed mended, on another replica too")
 }

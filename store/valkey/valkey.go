@@ -32,7 +32,16 @@ const (
 	// readPage is how many records one read script returns, so a large
 	// listing never blocks the server for long.
 	readPage = 500
+	// mendRoutes is how many route counts a mending sweep checks against
+	// their queues, and how many more routes' census it takes (sweep.lua).
+	mendRoutes = 16
 )
+
+// mendEvery spaces the mending sweeps, by the store clock: every sweep
+// settles what is due, but the mending of counts an older relay left
+// (a dozen commands per route) rides on one sweep a second of the whole
+// fleet, not on every site poll, each of which sweeps first.
+const mendEvery = time.Second
 
 // Store is the Valkey RoutingStore. It is safe for concurrent use.
 type Store struct {
@@ -51,6 +60,10 @@ type Store struct {
 	// settleBudget is claimSettleBudget; a test comparing this store with
 	// one that settles without a budget (the memory store) lifts it.
 	settleBudget int
+
+	// mendEvery is the package's mendEvery; tests that count sweeps to a
+	// census's end on a pinned clock set 0.
+	mendEvery time.Duration
 
 	// onCall, when set (by tests), sees every script call before it runs.
 	onCall func(call)
@@ -86,7 +99,7 @@ func newFromClient(client valkey.Client, prefix string, testClock bool) (*Store,
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: prefix, settleBudget: claimSettleBudget, scripts: scripts, testClock: testClock, results: newResultsCache(DefaultResultsCacheBytes),
+	s := &Store{client: client, prefix: prefix, settleBudget: claimSettleBudget, mendEvery: mendEvery, scripts: scripts, testClock: testClock, results: newResultsCache(DefaultResultsCacheBytes),
 		routeLists: newRouteLists()}
 	for _, k := range declaredKeys(testClock) {
 		s.keys = append(s.keys, prefix+keySuffix(k))
@@ -488,7 +501,8 @@ func (s *Store) Touch(ctx context.Context, in store.TouchInput) (bool, error) {
 // Sweep implements store.RoutingStore. It settles at most a batch of due
 // entries per deadline index; call it again while it reports work.
 func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
-	parts, err := s.execWrite(ctx, s.newCall(store.OpSweep, strconv.Itoa(sweepBatch)))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpSweep, strconv.Itoa(sweepBatch), strconv.Itoa(mendRoutes),
+		strconv.FormatInt(s.mendEvery.Milliseconds(), 10)))
 	if err != nil {
 		return store.SweepResult{}, err
 	}

@@ -1,14 +1,16 @@
 -- sweep: apply the deadlines that are due, at most a batch from each
 -- deadline index per call, then move up to a batch of jobs an older relay
 -- left in the format-"1" keyspace.
--- Each call also takes a few queue counts again from their queues (see
--- recount_queues) and takes a few more routes' census (census_queues).
--- ARGV: batch.
+-- A mending call also takes a few queue counts again from their queues
+-- (see recount_queues) and takes a few more routes' census
+-- (census_queues): the first call once mend_every ms have passed since
+-- the last mending one, whichever relay made it (field 'mended').
+-- ARGV: batch, routes to mend, mend_every.
 -- Reply: {'ok', framed requeued ids, framed expired ids, framed lapsed
 -- ids}, each in first-enqueue order.
 -- Re-run: what the first run settled is no longer due.
 local now = clock_now()
-local batch = tonumber(ARGV[1])
+local batch, mend, mend_every = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 
 -- recount_queues checks about n route counts against their queues, taking
 -- the counts in turn across calls (the cursor is kept in field ''), so a
@@ -78,6 +80,9 @@ end
 
 local requeued, expired, lapsed = sweep(now, batch)
 migrate_legacy(now, batch)
-recount_queues(16)
-census_queues(16)
+if now - (tonumber(redis.call('HGET', K.qcount, 'mended')) or 0) >= mend_every then
+  redis.call('HSET', K.qcount, 'mended', now)
+  recount_queues(mend)
+  census_queues(mend)
+end
 return { 'ok', frame(requeued), frame(expired), frame(lapsed) }
