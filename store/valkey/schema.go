@@ -137,6 +137,9 @@ func schemaLua() (string, error) {
 	writeLuaList(&b, "FIELDS", jobFieldNames[:])
 	writeLuaList(&b, "LEGACY_FIELDS", jobFieldNames[:legacyJobFields])
 	writeLuaList(&b, "PRESENCE_FIELDS", presenceFieldNames[:])
+	writeLuaRecord(&b, "FIELDS", jobFieldNames[:])
+	writeLuaRecord(&b, "LEGACY_FIELDS", jobFieldNames[:legacyJobFields])
+	writeLuaRecord(&b, "PRESENCE_FIELDS", presenceFieldNames[:])
 	b.WriteString("local PAIRING_FORMAT = " + luaString(pairingFormat) + "\n")
 	writeLuaList(&b, "PAIRING_FIELDS", pairingFieldNames[:])
 	b.WriteString("local DEVICE_KEY_ID = " + luaString(jsonName(reflect.TypeFor[grantedDevice](), "KeyID")) + "\n")
@@ -191,6 +194,19 @@ func writeLuaList(b *strings.Builder, name string, items []string) {
 		quoted[i] = luaString(s)
 	}
 	b.WriteString("local " + name + " = { " + strings.Join(quoted, ", ") + " }\n")
+}
+
+// writeLuaRecord defines <list>_record, which names a split record's
+// fields (the format first, left out) by the list's names, and gives a
+// field the record lacks the empty string. One table constructor sizes
+// the table once, where filling an empty one field by field grows it again
+// and again: a record is read on every call of nearly every script.
+func writeLuaRecord(b *strings.Builder, list string, names []string) {
+	b.WriteString("local function " + list + "_record(f)\n  return {\n")
+	for i, n := range names[1:] {
+		fmt.Fprintf(b, "    [%s] = f[%d] or '',\n", luaString(n), i+2)
+	}
+	b.WriteString("  }\nend\n")
 }
 
 // luaString quotes a schema word. The words are plain (TestSchemaWords):

@@ -122,26 +122,24 @@ local function frame(list)
   return table.concat(parts)
 end
 
--- unframe splits a framed string, or returns nil when it is not one.
+-- unframe splits a framed string, or returns nil when it is not one. The
+-- anchored pattern reads a length and its colon in one step.
 local function unframe(raw)
   if type(raw) ~= 'string' then
     return nil
   end
-  local out, pos, n = {}, 1, #raw
+  local out, pos, n, count = {}, 1, #raw, 0
   while pos <= n do
-    local colon = string.find(raw, ':', pos, true)
-    if not colon or colon == pos or colon - pos > 10 then
-      return nil
-    end
-    local digits = string.sub(raw, pos, colon - 1)
-    if not string.find(digits, '^%d+$') then
+    local _, colon, digits = string.find(raw, '^(%d+):', pos)
+    if not colon or #digits > 10 then
       return nil
     end
     local stop = colon + tonumber(digits)
     if stop > n then
       return nil
     end
-    out[#out + 1] = string.sub(raw, colon + 1, stop)
+    count = count + 1
+    out[count] = string.sub(raw, colon + 1, stop)
     pos = stop + 1
   end
   return out
@@ -207,20 +205,16 @@ local function is_int(s)
   return type(s) == 'string' and string.find(s, '^%-?%d+$') ~= nil
 end
 
--- read_record splits a record of a format whose fields are named by names
--- (the format first) into a table by those names, and returns the raw
--- fields too; nil when it is not such a record. A record may lack the
--- fields from index optional on (fields added later read as '').
-local function read_record(raw, format, names, optional)
+-- read_record splits a record of a format (its first field) into a table
+-- by build, one of the <list>_record functions the schema defines, and
+-- returns the raw fields too; nil when it is not such a record. A record
+-- must have required fields (fields added later read as '').
+local function read_record(raw, format, required, build)
   local f = unframe(raw)
-  if not f or #f < (optional or #names) or f[1] ~= format then
+  if not f or #f < required or f[1] ~= format then
     return nil
   end
-  local rec = {}
-  for i = 2, #names do
-    rec[names[i]] = f[i] or ''
-  end
-  return rec, f
+  return build(f), f
 end
 
 -- write_record frames rec's fields named by names, then the list extra.
@@ -239,14 +233,15 @@ end
 -- this code does not know: such a record is never acted on but by its
 -- deadline. Job records hold FIELDS, then the refusing runners.
 local function decode_job(raw)
-  local rec, f = read_record(raw, FORMAT, FIELDS)
+  local rec, f = read_record(raw, FORMAT, #FIELDS, FIELDS_record)
   if not rec then
     return nil
   end
-  rec.refused = {}
+  local refused = {}
   for i = #FIELDS + 1, #f do
-    rec.refused[#rec.refused + 1] = f[i]
+    refused[i - #FIELDS] = f[i]
   end
+  rec.refused = refused
   if not is_int(rec.seq) or not is_int(rec.deadline) then
     return nil
   end
@@ -910,7 +905,7 @@ end
 -- lastSeenAt, then capabilities and withheld JSON ('' when never said),
 -- which records written before them lack.
 local function decode_presence(raw)
-  local p = read_record(raw, PRESENCE_FORMAT, PRESENCE_FIELDS, PRESENCE_REQUIRED)
+  local p = read_record(raw, PRESENCE_FORMAT, PRESENCE_REQUIRED, PRESENCE_FIELDS_record)
   if not p or not is_int(p.seen) then
     return nil
   end
@@ -1151,7 +1146,7 @@ end
 local function migrate_legacy(now, batch)
   for _, id in ipairs(redis.call('ZRANGE', K.old_order, 0, batch - 1)) do
     redis.call('ZREM', K.old_order, id)
-    local rec, f = read_record(redis.call('HGET', K.old_job, id), LEGACY_FORMAT, LEGACY_FIELDS)
+    local rec, f = read_record(redis.call('HGET', K.old_job, id), LEGACY_FORMAT, #LEGACY_FIELDS, LEGACY_FIELDS_record)
     local owner, kind, only
     if rec and is_int(rec.seq) and is_int(rec.deadline) then
       owner, kind, only = legacy_queue(rec.qm)
