@@ -34,7 +34,8 @@ const (
 	listPageBytes = 1 << 20
 	// listingAttempts is how often a results listing is read again when
 	// the site's jobs changed while it was read, before it is returned
-	// as read (as a pageful read at several moments) and not cached.
+	// as read (as a pageful read at several moments) and cached only for
+	// its jobs' bodies.
 	listingAttempts = 3
 	// cachedJobOverhead approximates the memory of one cached job beyond
 	// its stored bytes, and of one cached listing beyond its jobs.
@@ -157,12 +158,22 @@ func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error)
 		}
 		if consistent {
 			s.results.put(l)
-			break
+			return l.render(), nil
 		}
 		prev = l
 	}
+	// Results kept arriving while it was read. Each job in it was read
+	// with its mark in one step, so the next poll may reuse any whose mark
+	// is unchanged; the listing is kept under a token no version matches,
+	// for that poll reads the ids again.
+	l.token = unmatchedToken
+	s.results.put(l)
 	return l.render(), nil
 }
+
+// unmatchedToken is the token of a cached listing that was never read
+// whole at one moment: no site's results version has a negative count.
+var unmatchedToken = listingToken{count: -1}
 
 func (s *Store) resultsVersion(ctx context.Context, siteID string) (listingToken, error) {
 	msg, err := s.exec(ctx, s.newCall(opResultsVersion, siteID))

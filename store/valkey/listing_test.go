@@ -534,3 +534,36 @@ func TestResultsWithoutAVersionStillSeeJobsComeAndGo(t *testing.T) {
 	require.Equal(t, "a", got[0].ID)
 	require.Equal(t, []string{"a"}, bodiesAsked(calls()), "an unmarked job is read afresh")
 }
+
+// TestResultsBusyListingKeepsWhatItRead: a listing whose site's results
+// change during every attempt to read it is still kept for its bodies, so
+// the next poll fetches only the jobs finished since, not all of them.
+func TestResultsBusyListingKeepsWhatItRead(t *testing.T) {
+	srv := valkeytest.Start(t)
+	client := srv.Client(t)
+	s := newTestStore(t, client)
+	writer, err := NewFromClientForTest(client, s.prefix)
+	require.NoError(t, err)
+	finish(t, s, 0, numberedIDs(50, "j")...)
+
+	during := 0
+	s.onCall = func(c call) {
+		if c.op == opResultBodies {
+			during++
+			finish(t, writer, 0, "during-"+strconv.Itoa(during))
+		}
+	}
+	got, err := s.Results(t.Context(), testSite)
+	require.NoError(t, err)
+	require.Equal(t, listingAttempts, during, "every attempt saw a change")
+	require.Len(t, got, 50+listingAttempts-1, "the listing as last read")
+
+	s.onCall = nil
+	finish(t, writer, 0, "late")
+	calls := recordCalls(s)
+	got, err = s.Results(t.Context(), testSite)
+	require.NoError(t, err)
+	require.Len(t, got, 50+listingAttempts+1)
+	require.ElementsMatch(t, []string{"during-" + strconv.Itoa(listingAttempts), "late"}, bodiesAsked(calls()),
+		"only the jobs the busy read did not fetch are fetched")
+}
