@@ -41,7 +41,7 @@ func main() {
 		maxProcs   = flag.Int("replica-gomaxprocs", 0, "GOMAXPROCS of each replica (0: Go's default, every core)")
 		satWorkers = flag.Int("saturate-workers", 64, "concurrent workers calling the Valkey store directly in the limit scenario")
 		satSeconds = flag.Int("saturate-seconds", 5, "how long those workers run")
-		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of one replica during the last valkey lifecycle run here")
+		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the first replica of each lifecycle run to this path, suffixed .<store>-<replicas>")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -138,8 +138,10 @@ func runLifecycles(ctx context.Context, o options, base bench.Lifecycle, stores 
 		for _, n := range counts {
 			l := base
 			l.Store, l.Replicas = st, n
-			if st == "valkey" && n == counts[len(counts)-1] {
-				l.CPUProfile, l.ProfileSeconds = o.cpuProfile, 5
+			if o.cpuProfile != "" {
+				// Each run's first replica, so that the memory relay's profile
+				// can be set beside a Valkey replica's from the same session.
+				l.CPUProfile, l.ProfileSeconds = fmt.Sprintf("%s.%s-%d", o.cpuProfile, st, n), 5
 			}
 			l.Logf("lifecycle: %s store, %d replica(s), %d jobs", st, n, l.Jobs)
 			res, err := bench.RunLifecycle(ctx, l)
