@@ -10,12 +10,12 @@ import (
 
 // A write a client may retry after a lost reply answers that retry with
 // its first answer, kept in a memo per caller and operation (answer_once
-// in common.lua): one small string per runner, site or pairing device and
-// each operation it called in the last rememberFor, holding the newest few
+// in common.lua): one small hash per runner, site or pairing device and
+// each operation it called in the last rememberFor, holding its newest
 // answers. The memo thus costs O(active callers), whatever the call rate.
-// It is a key of its own (a list, newest answer first), not a field of a
-// per-caller hash, so that each one expires on its own and a caller's busy
-// operation never keeps its idle ones alive.
+// It is a key of its own, not a field of a per-caller hash, so that each
+// one expires on its own and a caller's busy operation never keeps its
+// idle ones alive.
 
 // memoCaller names, for each remembering write, whose memo keeps its
 // answers: the runner for daemon-plane writes, the site for site-plane
@@ -30,11 +30,15 @@ var memoCaller = map[store.Op]string{
 
 // memoAnswers is how many answers of one operation a caller's memo keeps,
 // by kind of caller: as many calls of that operation as one caller may
-// have in flight while one of them is retried, for a retry of call A after
-// the caller's call B ran must still find A. A runner calls little at once
-// (its claim loop, its heartbeat, a result per job it runs); a site serves
-// many users at once; a pairing device starts one code at a time.
-var memoAnswers = map[string]int{"r": 8, "s": 32, "p": 2}
+// make while one of them is retried, for a retry of call A after the
+// caller's calls B, C... ran must still find A. valkey-go re-sends after
+// a reconnect, within its retry delays (about 150 ms in all), while the
+// caller's other calls go on. A runner calls little at once (its claim
+// loop, its heartbeat, a result per job it runs); a site serves many
+// users at once, a few thousand writes a second at most from one relay
+// fleet; a pairing device starts one code at a time. The depth costs
+// memory only: a call reads its own answer, not the memo.
+var memoAnswers = map[string]int{"r": 16, "s": 512, "p": 2}
 
 // memoBytes bounds the answers one memo keeps (the newest is always kept),
 // so that a runner's large claims cost a bounded memo.
@@ -62,7 +66,7 @@ func memoHeader(op store.Op) string {
 }
 
 // memoKeyPrefix starts every memo's key under the store's prefix. The
-// memos were strings under "memo:" before they were lists; a new name
+// memos were strings under "memo:" before they were hashes; a new name
 // keeps a relay of either kind from meeting the other's during a rolling
 // upgrade (a retry is re-sent by the relay that made the call).
 const memoKeyPrefix = "answers:"

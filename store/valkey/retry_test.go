@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -388,6 +390,35 @@ func TestRetryOfOneCallFindsItsAnswerAfterTheCallersNextCall(t *testing.T) {
 	require.GreaterOrEqual(t, h.proxy.sent(), 2)
 }
 
+// TestRetryOfASiteWriteFindsItsAnswerAfterManyOthers: a busy site goes on
+// writing while valkey-go re-sends one of its lost calls, here 200 enqueues
+// (more than a memo of 32 kept) between the first run and the retry; the
+// retry still answers its first answer, and the job is not granted twice.
+func TestRetryOfASiteWriteFindsItsAnswerAfterManyOthers(t *testing.T) {
+	ctx := t.Context()
+	h := newLossyStores(t)
+	tr := h.proxy.arm("first")
+	type answer struct {
+		res store.EnqueueResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := h.lossy.Enqueue(ctx, store.EnqueueInput{SiteID: testSite, Stub: testStub(t, h.lossy, "first")})
+		done <- answer{res, err}
+	}()
+	<-tr.held
+	require.Len(t, mustClaim(t, h.direct, "r1", 1), 1, "the job is claimed between its enqueue and the retry")
+	for i := range 200 {
+		mustEnqueue(t, h.direct, "other-"+strconv.Itoa(i))
+	}
+	close(tr.drop)
+	got := <-done
+	require.NoError(t, got.err)
+	require.Equal(t, store.EnqueueResult{State: store.Queued, Created: true}, got.res, "the retry answers the first run's answer")
+	require.GreaterOrEqual(t, h.proxy.sent(), 2)
+}
+
 // TestMemoKeepsACallersNewestAnswersInOneKey: a re-run finds its answer
 // while fewer than the caller's memo depth of later calls of the operation
 // ran, and only then; however many calls, the memo is one key per caller
@@ -425,9 +456,7 @@ func TestMemoKeepsACallersNewestAnswersInOneKey(t *testing.T) {
 	_, err = s.Touch(ctx, store.TouchInput{RunnerID: "r1"})
 	require.NoError(t, err)
 	require.Equal(t, "1", rerunTouch(), "past the memo's depth the call runs again")
-	kept, err := s.client.Do(ctx, s.client.B().Llen().Key(s.memoKey(store.OpTouch, "r1")).Build()).AsInt64()
-	require.NoError(t, err)
-	require.EqualValues(t, memoAnswers["r"], kept, "the memo holds its depth of answers, no more")
+	require.Len(t, memoReplies(t, s, s.memoKey(store.OpTouch, "r1")), memoAnswers["r"], "the memo holds its depth of answers, no more")
 
 	keys, err := s.client.Do(ctx, s.client.B().Keys().Pattern(globEscape(s.prefix+memoKeyPrefix)+"*").Build()).AsStrSlice()
 	require.NoError(t, err)
@@ -564,4 +593,42 @@ func TestChargedFetchIsNotReSentAfterALostReply(t *testing.T) {
 	job, _, err := h.direct.Job(ctx, testSite, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.Running, job.State, "the one run fetched the job")
+}
+
+// memoReplies reads the replies a memo keeps, by request id.
+func memoReplies(t *testing.T, s *Store, key string) map[string]string {
+	t.Helper()
+	fields, err := s.client.Do(t.Context(), s.client.B().Hgetall().Key(key).Build()).AsStrMap()
+	require.NoError(t, err)
+	out := map[string]string{}
+	for f, v := range fields {
+		if id, ok := strings.CutPrefix(f, "="); ok {
+			out[id] = v
+		}
+	}
+	return out
+}
+
+// A runner's large claims are kept within memoBytes, the newest always,
+// and the memo's byte count is the bytes it holds.
+func TestMemoKeepsWithinItsBytes(t *testing.T) {
+	srv := valkeytest.Start(t)
+	s := newTestStore(t, srv.Client(t))
+	fill(t, s, "big", "alice", 0, 6*protocol.MaxClaim)
+	key := s.memoKey(store.OpClaim, "r1")
+	var sizes []int
+	for range 6 {
+		require.Len(t, mustClaim(t, s, "r1", protocol.MaxClaim), protocol.MaxClaim)
+		kept, total := memoReplies(t, s, key), 0
+		for _, v := range kept {
+			total += len(v)
+		}
+		counted, err := s.client.Do(t.Context(), s.client.B().Hget().Key(key).Field("+").Build()).AsInt64()
+		require.NoError(t, err)
+		require.EqualValues(t, total, counted, "the byte count is what the memo holds")
+		require.True(t, total <= memoBytes || len(kept) == 1, "%d bytes in %d answers", total, len(kept))
+		sizes = append(sizes, len(kept))
+	}
+	t.Logf("answers kept after each claim: %v", sizes)
+	require.Less(t, sizes[len(sizes)-1], 6, "large answers were dropped for the bound")
 }

@@ -856,25 +856,25 @@ end
 -- reply (a refusal too) is kept in the caller's memo of the operation
 -- (K.memo), and a re-run with the same REQ_ID, which is what a
 -- client's retry after a lost reply is, gets that reply and changes
--- nothing. A caller may have several calls of one operation in flight (a
--- site enqueues for many users at once, a runner delivers several results),
--- and a retry follows its lost reply by one reconnect, so the memo keeps
--- the caller's MEMO_ANSWERS newest answers to that operation (within
--- MEMO_BYTES, the newest always), not just the last: a retry of A after B
--- ran still finds A. The memo lives REQ_TTL_MS past the caller's last
--- call, so it costs one small key per active caller and operation, not
--- one per call.
+-- nothing. A caller may have many calls of one operation in flight (a
+-- site enqueues for many users at once), and a retry follows its lost
+-- reply by a reconnect or two, while the caller's other calls go on, so
+-- the memo keeps the caller's MEMO_ANSWERS newest answers to that
+-- operation (within MEMO_BYTES, the newest always), not just the last:
+-- a retry of A after B ran still finds A. The memo lives REQ_TTL_MS past
+-- the caller's last call, so it costs one key per active caller and
+-- operation, not one per call.
 --
--- The memo is a list, newest first, of lenc(request id) .. framed reply:
--- a call reads its entries and compares their heads, and pushes and trims
--- one entry, so that only a hit (a retry) decodes a stored reply.
+-- The memo is a hash: '=' .. request id holds that call's framed reply;
+-- the answers take MEMO_ANSWERS slots in turn, '@' .. slot naming the
+-- request id in each ('#' counts the answers ever kept, '+' the bytes of
+-- the replies kept). A call looks its own id up; a new answer drops the
+-- one in its slot, and the oldest others while the replies exceed
+-- MEMO_BYTES. So a call costs a few commands however deep the memo.
 local function answer_once(run)
-  local ring = redis.call('LRANGE', K.memo, 0, MEMO_ANSWERS - 1)
-  local tag = lenc(REQ_ID)
-  for i = 1, #ring do
-    if string.sub(ring[i], 1, #tag) == tag then
-      return unframe(string.sub(ring[i], #tag + 1))
-    end
+  local kept = redis.call('HGET', K.memo, '=' .. REQ_ID)
+  if kept then
+    return unframe(kept)
   end
   local reply = run()
   -- Error and status replies are not answers a caller acts on: a retry
@@ -886,17 +886,23 @@ local function answer_once(run)
   for i = 1, #reply do
     parts[i] = tostring(reply[i])
   end
-  local entry = tag .. frame(parts)
-  local bytes, older = #entry, 0
-  for i = 1, math.min(#ring, MEMO_ANSWERS - 1) do
-    bytes = bytes + #ring[i]
-    if bytes > MEMO_BYTES then
+  local entry = frame(parts)
+  local n = redis.call('HINCRBY', K.memo, '#', 1)
+  local bytes = redis.call('HINCRBY', K.memo, '+', #entry)
+  -- back = MEMO_ANSWERS is this answer's own slot, held by answer n - MEMO_ANSWERS.
+  for back = MEMO_ANSWERS, 1, -1 do
+    if back < MEMO_ANSWERS and bytes <= MEMO_BYTES then
       break
     end
-    older = i
+    local slot = '@' .. ((n - back) % MEMO_ANSWERS)
+    local old = redis.call('HGET', K.memo, slot)
+    if old then
+      local size = redis.call('HSTRLEN', K.memo, '=' .. old)
+      redis.call('HDEL', K.memo, slot, '=' .. old)
+      bytes = redis.call('HINCRBY', K.memo, '+', -size)
+    end
   end
-  redis.call('LPUSH', K.memo, entry)
-  redis.call('LTRIM', K.memo, 0, older)
+  redis.call('HSET', K.memo, '@' .. (n % MEMO_ANSWERS), REQ_ID, '=' .. REQ_ID, entry)
   redis.call('PEXPIRE', K.memo, REQ_TTL_MS)
   return reply
 end
