@@ -13,8 +13,9 @@ import (
 // BenchmarkRememberedAnswers makes b.N empty claims spread over 100
 // runners, 100 at a time, then reports the Valkey memory the remembered
 // answers hold: MEMORY USAGE summed over the answer keys (per-call "req:"
-// keys before the memo, "memo:" strings, then "answers:" lists), the used_memory delta and the
-// server's mean time per claim.
+// keys before the memo, "memo:" strings, then "answers:" hashes; literals,
+// so that the same file runs on the older revisions), the used_memory
+// delta and the server's mean time per claim.
 // docs/performance.md ("Remembered answers") has the figures; run with
 // -benchtime=100000x.
 func BenchmarkRememberedAnswers(b *testing.B) {
@@ -81,7 +82,7 @@ func serverUsecPerCall(b *testing.B, c valkey.Client, cmd string) float64 {
 func answerKeys(b *testing.B, c valkey.Client, prefix string) (n, bytes int64) {
 	b.Helper()
 	ctx := context.Background()
-	for _, kind := range []string{"req:", "memo:", memoKeyPrefix} {
+	for _, kind := range []string{"req:", "memo:", "answers:"} {
 		var cursor uint64
 		for {
 			e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(globEscape(prefix+kind)+"*").Count(5000).Build()).AsScanEntry()

@@ -120,8 +120,6 @@ func dump(t testing.TB, s *Store) map[string]string {
 			members, err = c.Do(ctx, c.B().Smembers().Key(k).Build()).AsStrSlice()
 			slices.Sort(members)
 			v = members
-		case "list":
-			v, err = c.Do(ctx, c.B().Lrange().Key(k).Start(0).Stop(-1).Build()).AsStrSlice()
 		default:
 			t.Fatalf("unexpected type %s of %s", typ, k)
 		}

@@ -897,12 +897,11 @@ local function answer_once(run)
     local slot = '@' .. ((n - back) % MEMO_ANSWERS)
     local old = redis.call('HGET', K.memo, slot)
     if old then
-      local size = redis.call('HSTRLEN', K.memo, '=' .. old)
+      bytes = bytes - redis.call('HSTRLEN', K.memo, '=' .. old)
       redis.call('HDEL', K.memo, slot, '=' .. old)
-      bytes = redis.call('HINCRBY', K.memo, '+', -size)
     end
   end
-  redis.call('HSET', K.memo, '@' .. (n % MEMO_ANSWERS), REQ_ID, '=' .. REQ_ID, entry)
+  redis.call('HSET', K.memo, '@' .. (n % MEMO_ANSWERS), REQ_ID, '=' .. REQ_ID, entry, '+', bytes)
   redis.call('PEXPIRE', K.memo, REQ_TTL_MS)
   return reply
 end
