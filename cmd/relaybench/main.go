@@ -38,6 +38,7 @@ func main() {
 		clients    = flag.Int("limit-clients", 50, "redis-benchmark clients for the limit")
 		requests   = flag.Int("limit-requests", 200000, "redis-benchmark requests for the limit")
 		loadProf   = flag.String("load-cpuprofile", "", "write a CPU profile of this process (the load generator) over the whole run here")
+		loadedReps = flag.Int("loaded-replicas", 0, "send the lifecycle load to only the first N replicas, the others idle (0: all)")
 		maxProcs   = flag.Int("replica-gomaxprocs", 0, "GOMAXPROCS of each replica (0: Go's default, every core)")
 		satWorkers = flag.Int("saturate-workers", 64, "concurrent workers calling the Valkey store directly in the limit scenario")
 		satSeconds = flag.Int("saturate-seconds", 5, "how long those workers run")
@@ -51,7 +52,7 @@ func main() {
 			relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), jobs: *jobs, daemons: *daemons,
 			siteConc: *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
 			plotPath: *plotPath, clients: *clients, requests: *requests, cpuProfile: *cpuProfile,
-			satWorkers: *satWorkers, satSeconds: *satSeconds, maxProcs: *maxProcs,
+			satWorkers: *satWorkers, satSeconds: *satSeconds, maxProcs: *maxProcs, loadedReplicas: *loadedReps,
 		})
 	})
 	if err != nil {
@@ -85,6 +86,7 @@ type options struct {
 	replicas, depths                         []int
 	depthJobs, clients, requests             int
 	satWorkers, satSeconds, maxProcs         int
+	loadedReplicas                           int
 }
 
 func run(ctx context.Context, o options) error {
@@ -100,7 +102,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	base := bench.Lifecycle{Binary: o.relayd, ValkeyAddr: o.valkeyAddr, Jobs: o.jobs, Daemons: o.daemons,
-		SiteConcurrency: o.siteConc, Prefill: o.prefill, GOMAXPROCS: o.maxProcs, Logf: logf}
+		SiteConcurrency: o.siteConc, Prefill: o.prefill, GOMAXPROCS: o.maxProcs, LoadedReplicas: o.loadedReplicas, Logf: logf}
 	stores := []string{"memory"}
 	if o.valkeyAddr != "" {
 		stores = append(stores, "valkey")

@@ -36,6 +36,11 @@ type Lifecycle struct {
 	// GOMAXPROCS, when positive, caps each replica's Go scheduler, as a
 	// container CPU limit would.
 	GOMAXPROCS int
+	// LoadedReplicas, when positive, sends the load to only the first that
+	// many replicas; the others run, idle. It tells what spreading each
+	// peer's requests over the replicas costs from what the processes
+	// themselves do.
+	LoadedReplicas int
 	// Prefill queues this many jobs for an owner nobody serves before the
 	// run, so they only add size.
 	Prefill int
@@ -53,6 +58,7 @@ type Result struct {
 	Scenario      string                      `json:"scenario"`
 	Store         string                      `json:"store"`
 	Replicas      int                         `json:"replicas"`
+	Loaded        int                         `json:"loadedReplicas,omitempty"`
 	GOMAXPROCS    int                         `json:"gomaxprocs,omitempty"`
 	Daemons       int                         `json:"daemons"`
 	Jobs          int                         `json:"jobs"`
@@ -129,8 +135,12 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 	} else {
 		profiled <- nil
 	}
+	urls := fl.PublicURLs()
+	if n := loaded(l); n > 0 {
+		urls = urls[:n]
+	}
 	run, err := workload.Execute(ctx, workload.Config{
-		BaseURLs: fl.PublicURLs(), Keys: fx.Pool(), Jobs: l.Jobs, EnqueueConcurrency: l.SiteConcurrency,
+		BaseURLs: urls, Keys: fx.Pool(), Jobs: l.Jobs, EnqueueConcurrency: l.SiteConcurrency,
 		// Finished jobs stay listed in results until their deadline, so a
 		// short one keeps the site's polls the size a real site's would be.
 		SealWorkers: l.SiteConcurrency, JobTTL: time.Minute, Logf: logf,
@@ -147,6 +157,15 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 		return Result{}, err
 	}
 	return lifecycleResult(l, run, before, after, loadCPU), nil
+}
+
+// loaded is how many replicas a run sends its load to when that is not
+// all of them, else 0.
+func loaded(l Lifecycle) int {
+	if l.LoadedReplicas > 0 && l.LoadedReplicas < l.Replicas {
+		return l.LoadedReplicas
+	}
+	return 0
 }
 
 // replicaOptions are the bench's replicas: rate limits off, since this
@@ -193,7 +212,7 @@ func takeSample(ctx context.Context, l Lifecycle, adminURLs []string) (sample, e
 func lifecycleResult(l Lifecycle, run *workload.Run, before, after sample, loadCPU time.Duration) Result {
 	rep := run.Report()
 	res := Result{
-		Scenario: "lifecycle", Store: l.Store, Replicas: l.Replicas, GOMAXPROCS: l.GOMAXPROCS, Daemons: rep.Daemons, Jobs: l.Jobs, Prefill: l.Prefill,
+		Scenario: "lifecycle", Store: l.Store, Replicas: l.Replicas, Loaded: loaded(l), GOMAXPROCS: l.GOMAXPROCS, Daemons: rep.Daemons, Jobs: l.Jobs, Prefill: l.Prefill,
 		Collected: rep.Collected, JobsPerSecond: rep.JobsPerSecond, Latency: rep.Latency, Errors: rep.Errors,
 		Violations: len(run.Check()),
 	}

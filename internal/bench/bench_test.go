@@ -57,3 +57,12 @@ process_cpu_seconds_total_other 99
 	require.Equal(t, 11.0, got.ops())
 	require.InDelta(t, 1.75, got.cpuSeconds, 1e-9)
 }
+
+func TestLoadedReplicasNamesOnlyAStrictSubset(t *testing.T) {
+	for _, c := range []struct{ replicas, loaded, want int }{
+		{3, 0, 0}, {3, 1, 1}, {3, 2, 2}, {3, 3, 0}, {3, 5, 0}, {1, 1, 0}, {3, -1, 0},
+	} {
+		got := loaded(Lifecycle{Replicas: c.replicas, LoadedReplicas: c.loaded})
+		require.Equal(t, c.want, got, "replicas %d, loaded %d", c.replicas, c.loaded)
+	}
+}
