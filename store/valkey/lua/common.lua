@@ -921,15 +921,38 @@ local function encode_presence(p)
   return write_record(p, PRESENCE_FORMAT, PRESENCE_FIELDS, {})
 end
 
+-- The presences this call has read or written, by runner (false: none),
+-- so that a call which checks its runner and then stamps it reads and
+-- decodes the record once.
+local presences_seen = {}
+
+-- read_presence returns a runner's presence, decoded, or nil.
+local function read_presence(runner)
+  local p = presences_seen[runner]
+  if p == nil then
+    p = decode_presence(redis.call('HGET', K.presence, runner)) or false
+    presences_seen[runner] = p
+  end
+  return p or nil
+end
+
+-- write_presence stores a runner's presence and returns its record.
+local function write_presence(runner, p)
+  local raw = encode_presence(p)
+  redis.call('HSET', K.presence, runner, raw)
+  presences_seen[runner] = p
+  return raw
+end
+
 -- stamp_presence sets a paired runner's last-seen time to now and says
 -- whether the runner is paired; it never creates a presence.
 local function stamp_presence(runner, now)
-  local p = decode_presence(redis.call('HGET', K.presence, runner))
+  local p = read_presence(runner)
   if not p then
     return false
   end
   p.seen = ms(now)
-  redis.call('HSET', K.presence, runner, encode_presence(p))
+  write_presence(runner, p)
   return true
 end
 
@@ -941,7 +964,7 @@ local function pair_presence(now, runner, owner, device, caps, caps_given, withh
   if redis.call('ZSCORE', K.paired, runner) == false then
     redis.call('ZADD', K.paired, redis.call('INCR', K.seq), runner)
   end
-  local old = decode_presence(redis.call('HGET', K.presence, runner)) or { caps = '', withheld = '' }
+  local old = read_presence(runner) or { caps = '', withheld = '' }
   local p = { owner = owner, device = device, seen = ms(now), caps = old.caps, withheld = old.withheld }
   if caps_given == '1' then
     p.caps = caps
@@ -949,9 +972,7 @@ local function pair_presence(now, runner, owner, device, caps, caps_given, withh
   if withheld_given == '1' then
     p.withheld = withheld
   end
-  local raw = encode_presence(p)
-  redis.call('HSET', K.presence, runner, raw)
-  return raw
+  return write_presence(runner, p)
 end
 
 -- admit checks the admission of a daemon call (ADMIT, which the header of
@@ -963,7 +984,7 @@ end
 -- a reading of the clock of its own, taken before the operation's).
 local function admit()
   if ADMIT.paired == '1' then
-    local p = decode_presence(redis.call('HGET', K.presence, ADMIT.runner))
+    local p = read_presence(ADMIT.runner)
     if not p or p.owner ~= ADMIT.owner or p.device ~= ADMIT.device then
       return { 'refused', REFUSED_UNKNOWN_RUNNER }
     end
