@@ -74,6 +74,12 @@ func (r *Run) checkJob(j *job) []Violation {
 	}
 	gs := j.sortedGrants()
 
+	// A new job is queued; only a try after one that may have created it
+	// can find it further on.
+	if j.enqueued && j.enqueueState != "queued" && !j.enqueueRetried {
+		add(Inconsistent, "a first enqueue answered state %q", j.enqueueState)
+	}
+
 	// Collected exactly once, or accounted for.
 	if j.site == nil {
 		if len(j.accepted) > 0 {

@@ -20,7 +20,7 @@ func testRun(allow503 bool) *Run {
 
 // finishedJob adds a job that ran cleanly under one grant at t=100000.
 func finishedJob(r *Run, id string) (*job, *grant) {
-	j := &job{id: id, owner: "o", pendingDevice: map[string]protocol.PublicIdentity{}}
+	j := &job{id: id, owner: "o", pendingDevice: map[string]protocol.PublicIdentity{}, enqueued: true, enqueueState: "queued"}
 	r.rec.jobs[id] = j
 	r.rec.order = append(r.rec.order, id)
 	g := r.rec.addGrant(&grant{jobID: id, leaseID: id + "-L1", runner: "r1", source: "claim", leaseMs: lease,
@@ -131,6 +131,17 @@ func TestCheck_FirstSubmissionAnsweredDuplicateWithoutARetry(t *testing.T) {
 	j.accepted[0].duplicate = true
 	require.Equal(t, []string{Inconsistent}, kinds(r.Check()))
 	j.accepted[0].retried = true
+	require.Empty(t, r.Check())
+}
+
+func TestCheck_FirstEnqueueFindsTheJobOnlyAfterATryThatMayHaveCreatedIt(t *testing.T) {
+	r := testRun(false)
+	j, _ := finishedJob(r, "a")
+	j.enqueueState = "awaiting-payload"
+	require.Equal(t, []string{Inconsistent}, kinds(r.Check()))
+	// The try before answered 503 or not at all: it may have created the
+	// job, which a daemon then claimed.
+	j.enqueueRetried = true
 	require.Empty(t, r.Check())
 }
 

@@ -105,6 +105,12 @@ type job struct {
 	payload    []byte // the plaintext the site sealed, compact JSON
 	enqueued   bool
 	enqueuedAt int64
+	// enqueueState is the state the accepted enqueue answered;
+	// enqueueRetried says an earlier try of it may have reached the relay
+	// (a 5xx, no answer, or a retry on another replica), which may have
+	// created the job already.
+	enqueueState   string
+	enqueueRetried bool
 
 	grants        []*grant
 	pendingDevice map[string]protocol.PublicIdentity // by lease id

@@ -357,18 +357,18 @@ func (r *Run) enqueue(ctx context.Context, id string) {
 	j.deadlineAt = time.Now().Add(r.cfg.JobTTL).UnixMilli()
 	stub := r.site.Stub(id, r.cfg.Kind, j.owner, j.deadlineAt)
 	r.rec.mu.Unlock()
+	retried := false
 	for {
 		var resp protocol.EnqueueResponse
 		ci, err := r.call(ctx, "site/enqueue", func(ctx context.Context) (err error) {
 			resp, err = r.site.Enqueue(ctx, stub)
 			return err
 		})
+		retried = retried || ci.retries > 0
 		if err == nil {
 			r.rec.mu.Lock()
 			j.enqueued, j.enqueuedAt = true, nowMs()
-			if resp.State != "queued" && ci.retries == 0 {
-				r.problem(j, Inconsistent, "a first enqueue answered state %q", resp.State)
-			}
+			j.enqueueState, j.enqueueRetried = resp.State, retried
 			r.rec.mu.Unlock()
 			r.enqueued.Add(1)
 			return
@@ -382,6 +382,8 @@ func (r *Run) enqueue(ctx context.Context, id string) {
 			r.rec.mu.Unlock()
 			return
 		}
+		// A 503 or a lost answer does not say the job was not created.
+		retried = true
 		if clock.Sleep(ctx, 100*time.Millisecond) != nil {
 			return
 		}
