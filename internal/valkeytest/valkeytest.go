@@ -58,6 +58,10 @@ type Options struct {
 	// Persist turns on AOF persistence, written before each reply (off by
 	// default: tests are faster without it).
 	Persist bool
+	// Binary names the server to start (a name on PATH or a path), for a
+	// test that must run on one engine: the store contract runs on Redis
+	// as well as Valkey. Empty means the preferred binary on PATH.
+	Binary string
 }
 
 // Start returns a standalone server for t.
@@ -71,6 +75,15 @@ func StartWith(t testing.TB, o Options) *Server {
 			t.Fatalf("valkeytest: VALKEY_ADDR=%s does not answer PING: %v", addr, err)
 		}
 		return &Server{Addr: addr, Addrs: []string{addr}, Source: "env"}
+	}
+	if o.Binary != "" {
+		bin, err := exec.LookPath(o.Binary)
+		if err != nil {
+			unavailable(t, o.Binary)
+			return nil
+		}
+		p := startProcess(t, bin, o, nil)
+		return &Server{Addr: p.addr, Addrs: []string{p.addr}, Source: "binary", procs: []*process{p}}
 	}
 	if bin := serverBinary(); bin != "" {
 		p := startProcess(t, bin, o, nil)
@@ -240,11 +253,17 @@ func (s *Server) Version(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("valkeytest: INFO: %v", err)
 	}
+	// Valkey also reports the Redis version it is compatible with (7.2.4
+	// for 8.0), on an earlier line, so its own field must win wherever it is.
+	fields := map[string]string{}
 	for _, line := range strings.Split(info, "\n") {
-		for _, k := range []string{"valkey_version:", "redis_version:"} {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), k); ok {
-				return strings.TrimSuffix(k, "_version:") + " " + v
-			}
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	for _, engine := range []string{"valkey", "redis"} {
+		if v, ok := fields[engine+"_version"]; ok {
+			return engine + " " + v
 		}
 	}
 	return "unknown"

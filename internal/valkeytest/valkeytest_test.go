@@ -2,6 +2,7 @@ package valkeytest
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,31 @@ func TestClusterByHand(t *testing.T) {
 	}
 	if err := waitClusterOK(ctx, addrs, 30*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEngineIsTheOneAskedFor pins the engine the Valkey tests run on where
+// one is asked for: .ci/run sets RELAYD_VALKEY_ENGINE to "valkey 8.0.1",
+// the build it puts first on PATH, so a PATH that silently fell back to
+// Debian's Redis fails here instead of passing on the wrong server.
+func TestEngineIsTheOneAskedFor(t *testing.T) {
+	want := os.Getenv("RELAYD_VALKEY_ENGINE")
+	if want == "" {
+		t.Skip("RELAYD_VALKEY_ENGINE is not set; nothing to pin")
+	}
+	if got := Start(t).Version(t); got != want {
+		t.Fatalf("the tests' server is %q, want %q", got, want)
+	}
+	if got := Shared(t).Version(t); got != want {
+		t.Fatalf("the shared server is %q, want %q", got, want)
+	}
+}
+
+// TestBinaryStartsTheNamedEngine checks Options.Binary, which the store
+// contract uses to run on Redis beside Valkey.
+func TestBinaryStartsTheNamedEngine(t *testing.T) {
+	s := StartWith(t, Options{Binary: "redis-server"})
+	if v := s.Version(t); !strings.HasPrefix(v, "redis ") {
+		t.Fatalf("redis-server reported %q", v)
 	}
 }

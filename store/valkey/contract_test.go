@@ -24,6 +24,19 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness { return harness(t, client) })
 }
 
+// TestContractRedis runs the whole contract on Redis as well, for
+// operators who run Redis (Debian 12 packages 7.0, not Valkey): the
+// scripts must keep to what both engines' Lua offers. Where Redis is
+// the only server on PATH this repeats TestContract, at little cost.
+func TestContractRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a second engine skipped in -short mode")
+	}
+	srv := valkeytest.StartWith(t, valkeytest.Options{Binary: "redis-server"})
+	client := srv.Client(t)
+	storetest.Run(t, func(t *testing.T) storetest.Harness { return harness(t, client) })
+}
+
 // TestContractCluster runs the whole contract against a three-primary
 // cluster through valkey-go's cluster client.
 func TestContractCluster(t *testing.T) {
