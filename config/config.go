@@ -61,6 +61,9 @@ type Config struct {
 	RateLimit         ratelimit.Rate
 	SiteRateLimit     ratelimit.Rate
 	TrustForwardedFor bool
+	// AdminHosts are the Host names the admin listener answers for beyond
+	// localhost and IP literals ("*": any), from --admin-hosts.
+	AdminHosts []string
 
 	// TestClockOffset moves this process's own clock (signature freshness,
 	// serverTime, the memory store) by a fixed amount. It exists only so
@@ -165,6 +168,9 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs := flag.NewFlagSet("relayd", flag.ContinueOnError)
 	fs.StringVar(&c.Listen, "listen", ":8080", "public listen address (the protocol)")
 	fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9090", "admin listen address (/healthz, /readyz, /metrics, /debug); keep it private")
+	fs.Func("admin-hosts", `Host names the admin listener (and --public-debug's page) answers for besides localhost and IP addresses, comma-separated, each name or name:port; "*" answers any, DNS-rebinding pages included`, func(s string) error {
+		return addAdminHosts(&c.AdminHosts, s)
+	})
 	fs.StringVar(&c.Fixture, "fixture", "", "path of the projection fixture (JSON); required")
 	fs.DurationVar(&c.FixturePoll, "fixture-poll", projection.DefaultPollInterval, "how often to re-read the fixture in case a file-system event was missed")
 	fs.StringVar(&c.SiteID, "site-id", "", "the site this relay routes for; required")

@@ -8,7 +8,8 @@ import (
 )
 
 // Admin serves the operator's endpoints on a private listener: liveness,
-// readiness, the debug page and the pending pairings.
+// readiness, the debug page and the pending pairings, each only to a Host
+// that Config.AdminHosts accepts.
 type Admin struct {
 	relay    *Relay
 	echo     *echo.Echo
@@ -19,6 +20,9 @@ type Admin struct {
 // be mounted with Mount.
 func NewAdmin(relay *Relay) *Admin {
 	a := &Admin{relay: relay, echo: newEcho(relay.cfg.Logger, observer{})}
+	// Before routing, so that a stranger's Host learns nothing, not even
+	// which paths exist.
+	a.echo.Pre(relay.adminHosts.checkHost)
 	a.echo.GET("/healthz", func(c echo.Context) error {
 		return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -206,6 +206,8 @@ func (w *fuzzWorld) relay(s *fuzzState, opts uint8) *plane.Relay {
 		SiteID: siteMain, Store: s.store, Projection: w.source.Current, Clock: s.clock,
 		PublicDebug:       opts&fuzzPublicDebug != 0,
 		TrustForwardedFor: opts&fuzzTrustForwardedFor != 0,
+		// The requests' Host, so that the public debug page is fuzzed.
+		AdminHosts: []string{"relay.test"},
 	}
 	if opts&fuzzSmallLimits != 0 {
 		cfg.MaxBodyBytes = 1024

@@ -128,6 +128,8 @@ type setupOpts struct {
 	V2        codec2.Options
 	// Logger, when set, receives the relay's logs.
 	Logger *slog.Logger
+	// AdminHosts is the relay's --admin-hosts.
+	AdminHosts []string
 	// Random, when set, is where pairing codes are drawn from.
 	Random io.Reader
 }
@@ -285,6 +287,7 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 		Clock:        b.clock,
 		MaxBodyBytes: b.opts.MaxBodyBytes,
 		PublicDebug:  b.opts.PublicDebug,
+		AdminHosts:   b.opts.AdminHosts,
 
 		Limits:            b.opts.Limits,
 		RateLimit:         limiterOn(s, b.opts.RateLimit),

@@ -80,6 +80,10 @@ type Config struct {
 	TrustForwardedFor bool
 	// PublicDebug serves the debug page on the public listener too.
 	PublicDebug bool
+	// AdminHosts are the Host names, beyond localhost and IP literals, that
+	// the admin listener and the public debug page answer for; AnyHost
+	// answers every one (see AdminHosts).
+	AdminHosts []string
 	// ObserveRequest, when set, is told of every answered request. route
 	// comes from a small fixed set, never from the raw path.
 	ObserveRequest func(route string, status int, took time.Duration)
@@ -103,6 +107,7 @@ type Relay struct {
 	decoder    protocol.Decoder
 	classifier classifier
 	public     *echo.Echo
+	adminHosts AdminHosts
 }
 
 // New builds a relay from cfg, filling in defaults.
@@ -135,7 +140,7 @@ func New(cfg Config) *Relay {
 	if base == "" {
 		base = protocol.DefaultBasePath
 	}
-	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/"), decoder: protocol.NewDecoder(cfg.Limits)}
+	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/"), decoder: protocol.NewDecoder(cfg.Limits), adminHosts: NewAdminHosts(cfg.AdminHosts)}
 	r.classifier = newClassifier(&codec.Env{
 		SiteID: cfg.SiteID, LeaseMs: cfg.LeaseMs, Store: cfg.Store, Projection: cfg.Projection, Clock: cfg.Clock,
 		ChargeRunner: r.charge(cfg.RateLimit), ChargeSite: r.charge(cfg.SiteRateLimit), RunnerCharge: storeCharge(cfg.RunnerRate, cfg.RateLimit, codec.RunnerKey),
@@ -189,6 +194,11 @@ func (r *Relay) dispatch(c echo.Context) error {
 	path := c.Request().URL.EscapedPath()
 	if r.cfg.PublicDebug && (path == "/debug" || path == r.basePath+"/debug") {
 		setRoute(c, "debug")
+		// The public listener answers any Host, but its debug page is as
+		// private as the admin listener's.
+		if host := c.Request().Host; !r.adminHosts.Allow(host) {
+			return misdirected(host)
+		}
 		return r.serveDebug(c)
 	}
 	if !strings.HasPrefix(path, r.basePath+"/") {

@@ -65,7 +65,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RateLimit: b.RateLimit, RunnerRate: cfg.RateLimit, SiteRateLimit: b.SiteRateLimit, SiteRate: cfg.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
-		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg),
+		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg), AdminHosts: cfg.AdminHostNames(),
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
