@@ -59,7 +59,8 @@ func storeError(op store.Op, err error) error {
 // wireRefusal is the one table from a store refusal to protocol "2"'s
 // answer (§3.7, §3.12, §3.17): holder refusals are 403 forbidden, a
 // finished job is 409 too-late, relayd's stale-seal refusal (D11) is the
-// late seal's 409, and its withdrawn-consent refusal (D12) a 403. A code it does not know answers as a failure.
+// late seal's 409, and its withdrawn-consent refusal (D12) a 403. A code
+// it does not know answers as a failure.
 func wireRefusal(op store.Op, r *store.Refusal) *proto2.Refusal {
 	switch r.Code {
 	case store.RefusedNotFound:
