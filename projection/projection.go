@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/byollm/relayd/protocol"
 )
 
 // Projection is an immutable, validated snapshot of a fixture with the
@@ -24,6 +26,7 @@ type Projection struct {
 	sitesInIDOrder   []int          // every site index, by siteId in JavaScript order
 	deviceByRunner   map[string]int // runnerId → index of the first device
 	deviceByIdentity map[string]int // device.identity → index of the first device
+	deviceByKeyID    map[string]int // key id of device.identity → index of the first device
 	consentByPair    map[pair]int   // (owner, siteId) → index of the first consent
 	revokedPairs     map[pair]struct{}
 	runnable         map[string][]string            // roster owner → ownersRunnableBy
@@ -69,6 +72,7 @@ func build(f *Fixture, raw []byte) *Projection {
 		siteByID:         make(map[string]int, len(f.Sites)),
 		deviceByRunner:   make(map[string]int, len(f.Devices)),
 		deviceByIdentity: make(map[string]int, len(f.Devices)),
+		deviceByKeyID:    make(map[string]int, len(f.Devices)),
 		consentByPair:    make(map[pair]int, len(f.Consents)),
 		revokedPairs:     make(map[pair]struct{}, len(f.Revoked)),
 		runnable:         map[string][]string{},
@@ -95,6 +99,9 @@ func build(f *Fixture, raw []byte) *Projection {
 	for i, d := range f.Devices {
 		firstIndex(p.deviceByRunner, d.RunnerID, i)
 		firstIndex(p.deviceByIdentity, d.Device.Identity, i)
+		if id, ok := protocol.KeyIDOf(d.Device.Identity); ok {
+			firstIndex(p.deviceByKeyID, id, i)
+		}
 	}
 	for i, c := range f.Consents {
 		firstIndex(p.consentByPair, pair{c.Owner, c.SiteID}, i)
@@ -158,6 +165,16 @@ func (p *Projection) DeviceFor(runnerID string) (DeviceRecord, bool) {
 // and encryption keys play no part.
 func (p *Projection) DeviceByFingerprint(identity string) (DeviceRecord, bool) {
 	i, ok := p.deviceByIdentity[identity]
+	if !ok {
+		return DeviceRecord{}, false
+	}
+	return p.f.Devices[i], true
+}
+
+// DeviceByKeyID returns the first approved device whose identity key has
+// this key id, as envelopes name their sender and recipient.
+func (p *Projection) DeviceByKeyID(keyID string) (DeviceRecord, bool) {
+	i, ok := p.deviceByKeyID[keyID]
 	if !ok {
 		return DeviceRecord{}, false
 	}

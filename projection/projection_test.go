@@ -103,6 +103,27 @@ func TestDeviceByFingerprintIgnoresKeyID(t *testing.T) {
 	require.False(t, ok)
 }
 
+// DeviceByKeyID finds a device by its identity's key id, the first of
+// two records sharing the key, and nothing by the identity itself or by a
+// key that does not decode.
+func TestDeviceByKeyIDFindsTheFirstRecordOfTheKey(t *testing.T) {
+	raw := make([]byte, 32)
+	raw[0] = 9
+	identity := protocol.EncodeKey(raw)
+	p := mustNew(t, &projection.Fixture{Devices: []projection.DeviceRecord{
+		{Owner: "carol", RunnerID: "r0", Device: id("undecodable")},
+		{Owner: "alice", RunnerID: "r1", Device: protocol.PublicIdentity{Identity: identity, Encryption: "e", EncryptionSig: "s"}},
+		{Owner: "bob", RunnerID: "r2", Device: protocol.PublicIdentity{Identity: identity, Encryption: "e2", EncryptionSig: "s2"}},
+	}})
+	d, ok := p.DeviceByKeyID(protocol.KeyID(raw))
+	require.True(t, ok)
+	require.Equal(t, "r1", d.RunnerID)
+	_, ok = p.DeviceByKeyID(identity)
+	require.False(t, ok)
+	_, ok = p.DeviceByKeyID("")
+	require.False(t, ok)
+}
+
 func TestConsentQueries(t *testing.T) {
 	p := mustNew(t, &projection.Fixture{
 		Consents: []projection.ConsentRecord{

@@ -250,6 +250,18 @@ type LeaseInput struct {
 	// that could re-send a charged fetch after a lost reply does not: the
 	// caller gets an error and retries, and the re-run answers alike.
 	Admit *Admission
+	// Sites, when not nil, are the only sites whose jobs the holder may
+	// still act on (protocol "2": the sites its owner consents to). A
+	// job of any other site that the runner holds under the named grant
+	// is refused with RefusedWithdrawn, after the holder checks and
+	// before any other (decision D12). Release never asks.
+	Sites []string
+}
+
+// ServesSite reports whether sites, a LeaseInput's Sites, lets a holder
+// act on a job of siteID: nil allows every site.
+func ServesSite(sites []string, siteID string) bool {
+	return sites == nil || slices.Contains(sites, siteID)
 }
 
 // TouchInput names a runner whose presence to stamp, with the admission
@@ -371,6 +383,10 @@ type HeartbeatInput struct {
 	Serving bool
 	Leases  []protocol.LeaseRef
 	LeaseMs int64
+	// Sites, when not nil, restrict the renewal as LeaseInput.Sites
+	// restricts a holder's calls: a grant on a job of any other site is
+	// lost, and left to lapse (D12).
+	Sites []string
 }
 
 // HeartbeatResult is what each step of a heartbeat answered.
@@ -427,15 +443,17 @@ type RoutingStore interface {
 
 	// Fetch hands the sealed payload to the holder and marks the job
 	// running. Refusals: RefusedNotFound, RefusedNotHolder,
-	// RefusedStaleLease, then RefusedFinished and RefusedNotReady: proto 0
-	// refuses a done job as finished first (design G9); proto 2 checks for
-	// the payload first (ST9), so a job done without one is not-ready (S15).
+	// RefusedStaleLease, RefusedWithdrawn, then RefusedFinished and
+	// RefusedNotReady: proto 0 refuses a done job as finished first
+	// (design G9); proto 2 checks for the payload first (ST9), so a job
+	// done without one is not-ready (S15).
 	Fetch(ctx context.Context, in LeaseInput) (protocol.SealedEnvelope, error)
 
 	// Result records a result once. A replay under the same grant is a
 	// duplicate. Refusals: RefusedNotFound, RefusedNotHolder,
-	// RefusedStaleLease, and RefusedOtherDevice when the envelope's
-	// SenderKeyID is not the holder's key id (no site could verify it).
+	// RefusedStaleLease, RefusedWithdrawn, and RefusedOtherDevice when the
+	// envelope's SenderKeyID is not the holder's key id (no site could
+	// verify it).
 	Result(ctx context.Context, in ResultInput) (ResultOutcome, error)
 
 	// Release requeues the unfinished jobs whose named grant the runner
@@ -523,13 +541,16 @@ const (
 	RefusedUnknownRunner RefusalCode = "unknown-runner"
 	// RefusedRateLimited: an admission's Charge found its bucket empty.
 	RefusedRateLimited RefusalCode = "rate-limited"
+	// RefusedWithdrawn: the holder's job is of a site outside the call's
+	// Sites, one its owner no longer consents to (D12).
+	RefusedWithdrawn RefusalCode = "withdrawn"
 )
 
 // RefusalCodes lists every refusal code.
 func RefusalCodes() []RefusalCode {
 	return []RefusalCode{
 		RefusedNotFound, RefusedNotHolder, RefusedStaleLease, RefusedNotReady, RefusedTooLate, RefusedFinished, RefusedIDTaken,
-		RefusedOtherDevice, RefusedAtCapacity, RefusedUnknownRunner, RefusedRateLimited,
+		RefusedOtherDevice, RefusedAtCapacity, RefusedUnknownRunner, RefusedRateLimited, RefusedWithdrawn,
 	}
 }
 

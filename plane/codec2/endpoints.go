@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
@@ -37,9 +38,22 @@ func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest)
 }
 
 // held names the job a holder-scoped call is about, resolved lease first
-// (§4.1 R4.1.3), among proto-2 jobs only, with the caller's admission.
+// (§4.1 R4.1.3), among proto-2 jobs only, with the caller's admission. A
+// job of a site the caller's owner no longer consents to is refused by
+// the store (D12).
 func held(who *caller, jobID, leaseID string) store.LeaseInput {
-	return store.LeaseInput{Proto: store.Proto2, JobID: jobID, RunnerID: who.device.RunnerID, LeaseID: leaseID, Admit: who.admission()}
+	return store.LeaseInput{Proto: store.Proto2, JobID: jobID, RunnerID: who.device.RunnerID, LeaseID: leaseID, Admit: who.admission(),
+		Sites: siteIDs(who.proj.SitesFor(who.device.Owner))}
+}
+
+// siteIDs are the ids of sites, never nil: the sites a holder may still
+// work for, paused consents included, as a heartbeat pins them (D12).
+func siteIDs(sites []projection.SiteRecord) []string {
+	ids := make([]string, 0, len(sites))
+	for _, s := range sites {
+		ids = append(ids, s.SiteID)
+	}
+	return ids
 }
 
 func (c *Codec) fetch(ctx context.Context, who *caller, req proto2.FetchRequest) (proto2.FetchResponse, error) {

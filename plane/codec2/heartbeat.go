@@ -26,12 +26,13 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req proto2.Heartbeat
 	pinned := who.proj.SitesFor(owner)
 	// One store call writes the presence with what the daemon offers,
 	// sweeps and, for a daemon serving a site, lists what to cancel and
-	// renews.
+	// renews: only grants on jobs of the sites pinned, so that a job of a
+	// site whose consent was withdrawn is lost and lapses (D12).
 	admit := who.admission()
 	admit.Pair.Capabilities, admit.Pair.Withheld = offered.Capabilities, offered.Withheld
 	hb, err := c.env.Store.Heartbeat(ctx, store.HeartbeatInput{
 		Proto: store.Proto2, RunnerID: who.device.RunnerID, Admit: admit,
-		Serving: len(pinned) > 0, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs,
+		Serving: len(pinned) > 0, Leases: req.ActiveLeases, LeaseMs: c.env.LeaseMs, Sites: siteIDs(pinned),
 	})
 	if err != nil {
 		return none, storeError(store.OpHeartbeat, err)

@@ -23,6 +23,23 @@ func pairingBusy() *proto2.Refusal {
 	return r
 }
 
+// Relayd's refusals of work for a site whose consent was withdrawn (D12).
+// Neither is revoked: the daemon stops for good on that code, and the
+// owner may still consent to other sites.
+const (
+	// MsgConsentWithdrawn: a holder's fetch or result on a job of a site
+	// its owner no longer consents to (403 forbidden).
+	MsgConsentWithdrawn = "this device's owner no longer consents to the site of this job"
+	// MsgHolderWithdrew: a payload sealed to a device whose owner no
+	// longer consents to the site (409 too-late).
+	MsgHolderWithdrew = "the device that claimed this job no longer serves this site: its owner withdrew consent"
+)
+
+// holderWithdrew is the payload refusal of D12.
+func holderWithdrew() *proto2.Refusal {
+	return &proto2.Refusal{Status: http.StatusConflict, Body: proto2.ErrorBody{Error: protocol.CodeTooLate, Message: MsgHolderWithdrew}}
+}
+
 // storeError is the answer to an error from store operation op: the wire
 // refusal a store refusal maps to, or else a store failure.
 func storeError(op store.Op, err error) error {
@@ -41,8 +58,9 @@ func storeError(op store.Op, err error) error {
 
 // wireRefusal is the one table from a store refusal to protocol "2"'s
 // answer (§3.7, §3.12, §3.17): holder refusals are 403 forbidden, a
-// finished job is 409 too-late, and relayd's stale-seal refusal (D11) is
-// the late seal's 409. A code it does not know answers as a failure.
+// finished job is 409 too-late, relayd's stale-seal refusal (D11) is the
+// late seal's 409, and its withdrawn-consent refusal (D12) a 403. A code
+// it does not know answers as a failure.
 func wireRefusal(op store.Op, r *store.Refusal) *proto2.Refusal {
 	switch r.Code {
 	case store.RefusedNotFound:
@@ -59,6 +77,10 @@ func wireRefusal(op store.Op, r *store.Refusal) *proto2.Refusal {
 		return proto2.NotAwaiting(string(r.Was))
 	case store.RefusedAtCapacity:
 		return pairingBusy()
+	case store.RefusedWithdrawn:
+		// A 403 other than revoked: the 0.1.1 daemon gives up the job
+		// (its lease lapses) and goes on serving its other sites.
+		return &proto2.Refusal{Status: http.StatusForbidden, Body: proto2.ErrorBody{Error: protocol.CodeForbidden, Message: MsgConsentWithdrawn}}
 	case store.RefusedIDTaken:
 		// Protocol "2" never refuses an enqueue; should a store do so,
 		// the reference's answer for a refused stub is the one to give.

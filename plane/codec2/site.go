@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/byollm/relayd/plane/codec"
+	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
@@ -122,10 +123,17 @@ func (c *Codec) enqueue(ctx context.Context, site *codec.SiteCaller, req enqueue
 }
 
 // payload seals a claimed job; the envelope rule runs before the store
-// (§3.12).
+// (§3.12), and so does relayd's consent rule (D12): a payload sealed to a
+// device whose owner no longer consents to the site is refused. The store
+// then takes the payload only if that device holds the job (D11), so no
+// payload reaches a device that stopped serving the site.
 func (c *Codec) payload(ctx context.Context, site *codec.SiteCaller, req payloadRequest) (proto2.PayloadResponse, error) {
 	if refusal := proto2.EnvelopeTooLarge(req.Envelope); refusal != nil {
 		return proto2.PayloadResponse{}, c.refuseSite(ctx, site, refusal)
+	}
+	proj := c.env.Projection()
+	if dev, known := proj.DeviceByKeyID(req.Envelope.RecipientKeyID); withdrawn(proj, site.SiteID, dev, known) {
+		return proto2.PayloadResponse{}, c.refuseSite(ctx, site, holderWithdrew())
 	}
 	if err := c.env.Store.Payload(ctx, store.PayloadInput{JobID: req.JobID, SiteID: site.SiteID, Envelope: req.Envelope, Admit: site.Admission()}); err != nil {
 		return proto2.PayloadResponse{}, storeError(store.OpPayload, err)
@@ -156,7 +164,36 @@ func (c *Codec) pending(ctx context.Context, site *codec.SiteCaller, _ siteQuery
 	if err != nil {
 		return proto2.PendingResponse{}, storeError(store.OpPending, err)
 	}
-	return proto2.PendingResponse{Jobs: codec.PendingJobs(jobs)}, nil
+	return proto2.PendingResponse{Jobs: codec.PendingJobs(stillServed(c.env.Projection(), site.SiteID, jobs))}, nil
+}
+
+// stillServed leaves out the jobs claimed by a device whose owner no
+// longer consents to the site: a seal for one would be refused (D12), and
+// its sealing window lapses into the queue as any unsealed claim's does.
+func stillServed(proj *projection.Projection, siteID string, jobs []store.Job) []store.Job {
+	out := make([]store.Job, 0, len(jobs))
+	for _, j := range jobs {
+		if j.ClaimedBy != nil {
+			dev, known := proj.DeviceByFingerprint(j.ClaimedBy.Device.Identity)
+			if withdrawn(proj, siteID, dev, known) {
+				continue
+			}
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// withdrawn reports whether dev, a device the projection approves (known),
+// belongs to an owner with no consent, paused or not, to siteID (D12). A
+// device the projection no longer knows is not judged here: its own calls
+// are refused (D7).
+func withdrawn(proj *projection.Projection, siteID string, dev projection.DeviceRecord, known bool) bool {
+	if !known {
+		return false
+	}
+	_, consents := proj.ConsentFor(dev.Owner, siteID)
+	return !consents
 }
 
 // results lists the site's finished jobs, whatever protocol enqueued them

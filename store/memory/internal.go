@@ -121,6 +121,8 @@ func (s *Store) held(in store.LeaseInput, now int64) (*record, error) {
 		return nil, store.Refuse(store.RefusedNotHolder)
 	case r.job.ClaimedBy.LeaseID != in.LeaseID:
 		return nil, store.Refuse(store.RefusedStaleLease)
+	case !store.ServesSite(in.Sites, r.job.SiteID):
+		return nil, store.Refuse(store.RefusedWithdrawn)
 	}
 	return r, nil
 }

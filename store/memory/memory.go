@@ -524,14 +524,15 @@ func (s *Store) cancelRequests(in store.CancelRequestsInput, now int64) []protoc
 func (s *Store) Renew(_ context.Context, in store.RenewInput) (store.RenewResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.renew(in, s.now()), nil
+	return s.renew(in, nil, s.now()), nil
 }
 
-// renew is Renew at now, under s.mu.
-func (s *Store) renew(in store.RenewInput, now int64) store.RenewResult {
+// renew is Renew at now, under s.mu, of grants on jobs of sites only
+// (nil for any: store.ServesSite).
+func (s *Store) renew(in store.RenewInput, sites []string, now int64) store.RenewResult {
 	res := store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}
 	for _, l := range in.Leases {
-		r, err := s.held(store.LeaseInput{Proto: in.Proto, SiteID: in.SiteID, JobID: l.JobID, RunnerID: in.RunnerID, LeaseID: l.LeaseID}, now)
+		r, err := s.held(store.LeaseInput{Proto: in.Proto, SiteID: in.SiteID, JobID: l.JobID, RunnerID: in.RunnerID, LeaseID: l.LeaseID, Sites: sites}, now)
 		if err != nil {
 			res.Lost = append(res.Lost, l)
 			continue
@@ -582,7 +583,7 @@ func (s *Store) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.H
 	res := store.HeartbeatResult{Swept: s.sweep(now), Cancel: []protocol.LeaseRef{}, Renewed: store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}}
 	if in.Serving {
 		res.Cancel = s.cancelRequests(store.CancelRequestsInput{Proto: in.Proto, RunnerID: in.RunnerID}, now)
-		res.Renewed = s.renew(store.RenewInput{Proto: in.Proto, SiteID: in.SiteID, RunnerID: in.RunnerID, Leases: in.Leases, LeaseMs: in.LeaseMs}, now)
+		res.Renewed = s.renew(store.RenewInput{Proto: in.Proto, SiteID: in.SiteID, RunnerID: in.RunnerID, Leases: in.Leases, LeaseMs: in.LeaseMs}, in.Sites, now)
 	}
 	return res, nil
 }

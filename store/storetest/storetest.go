@@ -51,6 +51,7 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"presence", []func(suite){presenceContract, presenceContract2}},
 		{"admission", []func(suite){admissionContract}},
 		{"heartbeat", []func(suite){heartbeatContract}},
+		{"withdrawn", []func(suite){withdrawnContract2}},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

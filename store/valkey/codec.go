@@ -25,6 +25,19 @@ func frame(parts ...string) string {
 
 var errBadFrame = errors.New("malformed framed value")
 
+// anySite is the Sites argument that restricts nothing (served_sites).
+const anySite = "*"
+
+// sitesArg is a call's Sites as its script reads them (served_sites):
+// anySite for nil, else the framed ids, so that an empty list refuses
+// every job.
+func sitesArg(sites []string) string {
+	if sites == nil {
+		return anySite
+	}
+	return frame(sites...)
+}
+
 // unframe splits a framed string.
 func unframe(raw string) ([]string, error) {
 	out := []string{}

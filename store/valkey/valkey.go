@@ -303,7 +303,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 
 // Fetch implements store.RoutingStore.
 func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
-	parts, err := s.execAdmitted(ctx, s.newCall(store.OpFetch, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch), proto(in.Proto), in.SiteID), in.RunnerID, in.Admit)
+	parts, err := s.execAdmitted(ctx, s.newCall(store.OpFetch, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch), proto(in.Proto), in.SiteID, sitesArg(in.Sites)), in.RunnerID, in.Admit)
 	if err != nil {
 		return protocol.SealedEnvelope{}, err
 	}
@@ -323,7 +323,7 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 	if err != nil {
 		return store.ResultOutcome{}, fmt.Errorf("valkey store: result: encoding result: %w", err)
 	}
-	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpResult, in.RunnerID, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID, proto(in.Proto), in.SiteID), in.RunnerID, in.Admit)
+	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpResult, in.RunnerID, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID, proto(in.Proto), in.SiteID, sitesArg(in.Sites)), in.RunnerID, in.Admit)
 	if err != nil {
 		return store.ResultOutcome{}, err
 	}
@@ -428,7 +428,7 @@ func renewal(op store.Op, framed string, leases []protocol.LeaseRef) (store.Rene
 
 // Heartbeat implements store.RoutingStore.
 func (s *Store) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.HeartbeatResult, error) {
-	args := []string{in.RunnerID, proto(in.Proto), in.SiteID, flag(in.Touch), flag(in.Serving), strconv.FormatInt(in.LeaseMs, 10), strconv.Itoa(sweepBatch)}
+	args := []string{in.RunnerID, proto(in.Proto), in.SiteID, flag(in.Touch), flag(in.Serving), strconv.FormatInt(in.LeaseMs, 10), strconv.Itoa(sweepBatch), sitesArg(in.Sites)}
 	for _, l := range in.Leases {
 		args = append(args, l.JobID, l.LeaseID)
 	}

@@ -695,10 +695,31 @@ local function holder_key_is(rec, kid)
   return dev[DEVICE_KEY_ID] == nil or dev[DEVICE_KEY_ID] == kid
 end
 
+-- served_sites reads a call's Sites argument: '*' for any site (nil), or
+-- the framed ids of the only sites whose jobs the holder may still act on,
+-- as a set (decision D12).
+local function served_sites(raw)
+  if raw == '*' then
+    return nil
+  end
+  local set = {}
+  for _, site in ipairs(unframe(raw) or {}) do
+    set[site] = true
+  end
+  return set
+end
+
+-- withdrawn says whether rec is a job of a site outside sites
+-- (served_sites), one the holder's owner no longer consents to.
+local function withdrawn(rec, sites)
+  return sites ~= nil and not sites[rec.site]
+end
+
 -- held returns the key and the live job that runner holds under lease, or
 -- nil and the reply that refuses the call (unreadable record, not-found,
--- not-holder, stale-lease), in the reference's order.
-local function held(proto, site, id, runner, lease, now)
+-- not-holder, stale-lease), in the reference's order, then withdrawn when
+-- the job's site is not among sites (served_sites; nil asks nothing).
+local function held(proto, site, id, runner, lease, now, sites)
   local key, rec, how = resolve(proto, site, id, runner, lease, now)
   if how == 'unreadable' then
     return nil, unreadable(key)
@@ -709,6 +730,9 @@ local function held(proto, site, id, runner, lease, now)
   local no = holder_refusal(rec, runner, lease)
   if no then
     return nil, { 'refused', no }
+  end
+  if withdrawn(rec, sites) then
+    return nil, { 'refused', REFUSED_WITHDRAWN }
   end
   return key, rec
 end
@@ -1066,11 +1090,11 @@ end
 
 -- held_touching is held for a daemon call that may also stamp the
 -- runner's presence: touch '1' stamps it first, whatever the outcome.
-local function held_touching(proto, site, id, runner, lease, touch, now)
+local function held_touching(proto, site, id, runner, lease, touch, now, sites)
   if touch == '1' then
     stamp_presence(runner, now)
   end
-  return held(proto, site, id, runner, lease, now)
+  return held(proto, site, id, runner, lease, now, sites)
 end
 
 -- each_grant visits the (job id, lease id) pairs of ARGV from index first
@@ -1317,11 +1341,12 @@ end
 -- whatever the job's state; the sealing window is never extended. It
 -- returns, flat and in request order, [job id, 'renewed'|'lost',
 -- expiresAt|'']; a grant whose record this code cannot read is lost, and
--- nothing else of the call is held back by it.
-local function renew_grants(now, runner, lease_ms, proto, site, first)
+-- nothing else of the call is held back by it. A grant on a job of a site
+-- outside sites (served_sites; nil for any) is lost and left to lapse.
+local function renew_grants(now, runner, lease_ms, proto, site, first, sites)
   local out = {}
   each_grant(now, proto, site, runner, first, function(id, key, rec)
-    if not rec then
+    if not rec or withdrawn(rec, sites) then
       out[#out + 1] = id
       out[#out + 1] = 'lost'
       out[#out + 1] = ''

@@ -4,8 +4,9 @@
 -- sweep would, then, when the runner serves a site, lists its cancel
 -- requests and renews the grants it names.
 -- ARGV: runner, proto, site ('' resolves lease first), touch '1'|'0',
---       serving '1'|'0', leaseMs, sweep batch, then (job id, lease id)
---       pairs.
+--       serving '1'|'0', leaseMs, sweep batch, the sites whose grants
+--       may be renewed ('*' for any, else framed ids: served_sites), then
+--       (job id, lease id) pairs.
 -- Reply: {'ok', framed requeued ids, framed expired ids, framed lapsed ids,
 -- framed [job id, lease id]... to cancel, framed [job id,
 -- 'renewed'|'lost', expiresAt|'']... renewed}.
@@ -19,6 +20,6 @@ local requeued, expired, lapsed = sweep(now, tonumber(ARGV[7]))
 local cancel, renewed = {}, {}
 if ARGV[5] == '1' then
   cancel = cancel_requests(now, runner, proto)
-  renewed = renew_grants(now, runner, tonumber(ARGV[6]), proto, ARGV[3], 8)
+  renewed = renew_grants(now, runner, tonumber(ARGV[6]), proto, ARGV[3], 9, served_sites(ARGV[8]))
 end
 return { 'ok', frame(requeued), frame(expired), frame(lapsed), frame(cancel), frame(renewed) }
