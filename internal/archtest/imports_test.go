@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"projection":          {"protocol", "protocol/strictjson"},
 	"pairing":             {"projection", "protocol", "protocol/strictjson", "store"},
 	"store":               {"protocol"},
+	"admission":           {"projection", "protocol", "protocol/proto2"},
 	"ratelimit":           {"clock"},
 	"metrics":             {"protocol", "store"},
 	"store/memory":        {"clock", "protocol", "ratelimit", "store"},
