@@ -35,6 +35,9 @@ type Claims struct {
 // positive safe integer.
 var ErrInvalidClaims = errors.New("admission: invalid grant claims")
 
+// errKeyUnavailable is a device enrolled with a key this replica lacks.
+var errKeyUnavailable = errors.New("admission: the device's grant key is not in this replica's key ring")
+
 // Validate checks what the daemon's strict SignedGrant schema requires of
 // every field (G-R27).
 func (c Claims) Validate() error {
