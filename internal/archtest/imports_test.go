@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"plane/codec2":        {"pairing", "plane/codec", "projection", "protocol", "protocol/proto2", "store"},
 	"plane":               {"clock", "pairing", "plane/codec", "plane/codec0", "plane/codec2", "projection", "protocol", "protocol/proto2", "ratelimit", "store"},
 	"config":              {"clock", "pairing", "projection", "protocol", "protocol/proto2", "ratelimit", "store/backend"},
-	"server":              {"clock", "config", "metrics", "plane", "plane/codec2", "projection", "protocol", "protocol/proto2", "ratelimit", "store", "store/backend"},
+	"server":              {"admission", "clock", "config", "metrics", "plane", "plane/codec2", "projection", "protocol", "protocol/proto2", "ratelimit", "store", "store/backend"},
 	"cmd/relayd":          {"config", "pairing/approvecmd", "server"},
 	"pairing/approvecmd":  {"pairing", "projection", "protocol"},
 	"deploy":              {},
