@@ -100,14 +100,6 @@ var grantCases = []lawCase{
 	}, claim: func(c *Claim) {
 		c.Capabilities = []proto2.Capability{capability(gen, "llama", "team"), capability(gen, "echo", "team")}
 	}, want: granted("alice", "default", gen, "echo")},
-	{name: "owner's default: one service for the kind", law: on, fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
-		claim: func(c *Claim) {
-			c.Stub = stubOf("bob")
-			c.Capabilities = []proto2.Capability{capability(gen, "llama", "private"), capability("llm.chat", "qwen", "private")}
-		}, want: granted("bob", "default", gen, "llama")},
-	{name: "a mapping wins over the owner's default", law: on, claim: func(c *Claim) {
-		c.Stub = stubOf("bob")
-	}, want: granted("bob", "default", gen, "echo")},
 }
 
 var declineCases = []lawCase{
@@ -129,16 +121,6 @@ var declineCases = []lawCase{
 	{name: "a mapping for another purpose", fixture: func(f *projection.Fixture) {
 		withMappings(f, "alice", projection.Mapping{Purpose: "summarise", Kind: gen, Service: "echo", ServiceOwner: "bob"})
 	}, want: decline(ReasonUnmapped)},
-	{name: "owner's default: two services for the kind", law: on, fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
-		claim: func(c *Claim) {
-			c.Stub = stubOf("bob")
-			c.Capabilities = []proto2.Capability{capability(gen, "echo", "private"), capability(gen, "llama", "private")}
-		}, want: decline(ReasonUnmapped)},
-	{name: "owner's default off", fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
-		claim: func(c *Claim) {
-			c.Stub = stubOf("bob")
-			c.Capabilities = []proto2.Capability{capability(gen, "echo", "private")}
-		}, want: decline(ReasonUnmapped)},
 	{name: "a mapping to carol's service", fixture: func(f *projection.Fixture) {
 		withMappings(f, "alice", projection.Mapping{Purpose: "default", Kind: gen, Service: "echo", ServiceOwner: "carol"})
 	}, want: decline(ReasonResolvedElsewhere)},
@@ -164,25 +146,62 @@ var declineCases = []lawCase{
 		want: decline(ReasonUnknownSite)},
 }
 
+// ownDefaultCases pin relayd's difference G-R8: the owner's own unmapped
+// work runs on the one service the claim offers for its kind. The
+// reference engine declines all of them unmapped.
+var ownDefaultCases = []lawCase{
+	{name: "one service for the kind is granted", law: on, fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
+		claim: func(c *Claim) {
+			c.Stub = stubOf("bob")
+			c.Capabilities = []proto2.Capability{capability(gen, "llama", "private"), capability("llm.chat", "qwen", "private")}
+		}, want: granted("bob", "default", gen, "llama")},
+	{name: "two services for the kind are unmapped", law: on, fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
+		claim: func(c *Claim) {
+			c.Stub = stubOf("bob")
+			c.Capabilities = []proto2.Capability{capability(gen, "echo", "private"), capability(gen, "llama", "private")}
+		}, want: decline(ReasonUnmapped)},
+	{name: "with the flag off it is unmapped", fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
+		claim: func(c *Claim) {
+			c.Stub = stubOf("bob")
+			c.Capabilities = []proto2.Capability{capability(gen, "echo", "private")}
+		}, want: decline(ReasonUnmapped)},
+	{name: "a member's job gets no default", law: on, fixture: func(f *projection.Fixture) { withMappings(f, "alice") },
+		want: decline(ReasonUnmapped)},
+	{name: "a mapping wins over the default", law: on, claim: func(c *Claim) {
+		c.Stub = stubOf("bob")
+		c.Capabilities = []proto2.Capability{capability(gen, "llama", "private"), capability("llm.generate", "echo", "private")}
+	}, want: granted("bob", "default", gen, "echo")},
+	{name: "a paused consent still declines first", law: on, fixture: func(f *projection.Fixture) {
+		withMappings(f, "bob")
+		consentOf(f, "bob").Paused = true
+	}, claim: func(c *Claim) { c.Stub = stubOf("bob") }, want: decline(ReasonConsentPaused)},
+}
+
+func TestGrants_OwnDefault(t *testing.T) { runLawCases(t, ownDefaultCases) }
+
 func TestLawDecides(t *testing.T) {
-	for _, group := range [][]lawCase{grantCases, declineCases} {
-		for _, tc := range group {
-			t.Run(tc.name, func(t *testing.T) {
-				f := teamFixture()
-				if tc.fixture != nil {
-					tc.fixture(f)
-				}
-				p, err := projection.New(f)
-				require.NoError(t, err)
-				c := Claim{Stub: stubOf("alice"), DeviceOwner: "bob", Capabilities: []proto2.Capability{capability(gen, "echo", "team")}}
-				if tc.claim != nil {
-					tc.claim(&c)
-				}
-				got := tc.law.Decide(p, c)
-				require.Equal(t, tc.want, got)
-				require.Equal(t, tc.want.Reason == ReasonNotConsented || tc.want.Reason == ReasonNotAMember, got.Permanent())
-			})
-		}
+	runLawCases(t, grantCases)
+	runLawCases(t, declineCases)
+}
+
+func runLawCases(t *testing.T, cases []lawCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := teamFixture()
+			if tc.fixture != nil {
+				tc.fixture(f)
+			}
+			p, err := projection.New(f)
+			require.NoError(t, err)
+			c := Claim{Stub: stubOf("alice"), DeviceOwner: "bob", Capabilities: []proto2.Capability{capability(gen, "echo", "team")}}
+			if tc.claim != nil {
+				tc.claim(&c)
+			}
+			got := tc.law.Decide(p, c)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want.Reason == ReasonNotConsented || tc.want.Reason == ReasonNotAMember, got.Permanent())
+		})
 	}
 }
 
