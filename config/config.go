@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -86,6 +87,11 @@ type Config struct {
 	UpdateOffer string
 	// PairingCapacity is how many device codes may be pending at once.
 	PairingCapacity int
+	// GrantKeyFiles turns on local grant authoring (protocol "2",
+	// docs/grants.md): the paths of the PEM PKCS#8 Ed25519 grant keys,
+	// the first current. Only the paths: the server loads the keys into
+	// package admission, the one holder of key material. Empty is off.
+	GrantKeyFiles []string
 }
 
 // Protocols says which wire protocols relayd serves.
@@ -200,6 +206,12 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.DaemonFloor, "daemon-floor", "", `protocol "2": the oldest daemon version served (heartbeats below it get 426); empty for none`)
 	fs.StringVar(&c.UpdateOffer, "update-offer", "", `protocol "2": the daemon version offered to older daemons as updateTo; empty for none`)
 	fs.IntVar(&c.PairingCapacity, "pairing-capacity", pairing.DefaultCapacity, `protocol "2": how many pairing codes may be pending at once, across replicas`)
+	fs.Func("grant-key-file", `protocol "2": the grant signing keys, PEM PKCS#8 Ed25519 files (openssl genpkey -algorithm ed25519), comma-separated or repeated, the first current; empty (the default) authors no grants, and devices serve their owners only (D4)`, func(s string) error {
+		for _, path := range strings.Split(s, ",") {
+			c.GrantKeyFiles = append(c.GrantKeyFiles, strings.TrimSpace(path))
+		}
+		return nil
+	})
 	fs.DurationVar(&c.TestClockOffset, testClockOffsetFlag, 0, "TESTS ONLY: shift this process's own clock by this much")
 	fs.Func("valkey-addr", "Valkey address host:port; repeat or comma-separate for cluster seeds or sentinels", func(s string) error {
 		for _, a := range strings.Split(s, ",") {
@@ -347,6 +359,14 @@ func (c Config) validateV2() []error {
 	}
 	if _, ok := proto2.CompareVersions(c.UpdateOffer, c.UpdateOffer); c.UpdateOffer != "" && !ok {
 		errs = append(errs, fmt.Errorf("--update-offer %q is not a version like 0.1.2", c.UpdateOffer))
+	}
+	// Grants exist only on protocol "2" (G-R30); a key on a relay that
+	// does not serve it would sign nothing, which is a mistake to say.
+	if len(c.GrantKeyFiles) > 0 && !c.Protocols.V2 {
+		errs = append(errs, errors.New(`--grant-key-file needs protocol "2" (--protocols 2 or 0,2)`))
+	}
+	if slices.Contains(c.GrantKeyFiles, "") {
+		errs = append(errs, errors.New("--grant-key-file names an empty path"))
 	}
 	return errs
 }

@@ -14,6 +14,11 @@
 // parses unchanged. The v0 codec keeps asking the v0 queries; the v2 codec
 // adds SitesFor, SiteIDForKey, RevokedDevice, RoutesFor, ClaimRoutesFor,
 // SuccessionsFor and SiteRecord.VerifyingKeys (routes.go, succession.go).
+//
+// For a grant author (package admission) consent records may carry
+// mappings and device records a grant key; PolicyFor answers the
+// reference's PolicyStore read over them (policy.go). A fixture that uses
+// either is for relayd only: the reference relay refuses the keys.
 package projection
 
 import (
@@ -22,7 +27,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/byollm/relayd/protocol"
@@ -54,10 +61,17 @@ type SiteRecord struct {
 // ConsentRecord says that Owner allows jobs for SiteID to be routed to their
 // devices. A paused consent still exists (it pairs and is not revoked) but
 // routes nothing.
+//
+// Mappings (protocol "2", grants.md G-R24; absent means none) say which
+// service runs Owner's work of each (purpose, kind) for this site, for a
+// grant author. They live in the consent because the mapping is the
+// consent: removing the record removes them, and a revocation empties them
+// (PolicyFor).
 type ConsentRecord struct {
-	Owner  string `json:"owner"`
-	SiteID string `json:"siteId"`
-	Paused bool   `json:"paused"`
+	Owner    string   `json:"owner"`
+	SiteID   string   `json:"siteId"`
+	Paused   bool     `json:"paused"`
+	Mappings Mappings `json:"mappings,omitzero"`
 }
 
 // RosterRecord lets Owner's devices run jobs owned by Members. The owner is
@@ -71,11 +85,16 @@ type RosterRecord struct {
 // DeviceRecord approves one device of Owner, known to the relay as RunnerID.
 // Revoked (protocol "2", absent means false) keeps the record, so the device
 // still pairs, but refuses its signed calls.
+//
+// GrantKey (protocol "2", grants.md G-R24; zero when absent) enrols the
+// device for signed grants: the grant public key it pinned, or pins at its
+// next pairing. A device without one keeps decision D4.
 type DeviceRecord struct {
 	Owner    string                  `json:"owner"`
 	RunnerID string                  `json:"runnerId"`
 	Device   protocol.PublicIdentity `json:"device"`
 	Revoked  bool                    `json:"revoked,omitempty"`
+	GrantKey GrantKey                `json:"grantKey,omitzero"`
 }
 
 // RevocationRecord withdraws Owner's consent for SiteID. It wins over any
@@ -154,6 +173,9 @@ func (f *Fixture) Validate() error {
 	for i, c := range f.Consents {
 		v.nonEmpty(c.Owner, "consents[%d].owner", i)
 		v.nonEmpty(c.SiteID, "consents[%d].siteId", i)
+		for j, m := range c.Mappings.List() {
+			v.mapping(fmt.Sprintf("consents[%d].mappings[%d]", i, j), m)
+		}
 	}
 	for i, d := range f.Devices {
 		v.nonEmpty(d.Owner, "devices[%d].owner", i)
@@ -183,6 +205,18 @@ func (v *validator) fail(err error) { v.errs = append(v.errs, fmt.Errorf("fixtur
 func (v *validator) nonEmpty(s string, format string, args ...any) {
 	if s == "" {
 		v.fail(fmt.Errorf(format+": must be a non-empty string", args...))
+	}
+}
+
+// mappingKinds are the kinds a mapping may name: protocol "2"'s closed kind
+// vocabulary (decision DG9). A mapping for any other kind could never match.
+var mappingKinds = []string{protocol.KindGenerate, protocol.KindChat}
+
+func (v *validator) mapping(at string, m Mapping) {
+	v.nonEmpty(m.Purpose, "%s.purpose", at)
+	v.nonEmpty(m.Service, "%s.service", at)
+	if !slices.Contains(mappingKinds, m.Kind) {
+		v.fail(fmt.Errorf("%s.kind: %q is not a job kind (want %s)", at, m.Kind, strings.Join(mappingKinds, " or ")))
 	}
 }
 
@@ -255,9 +289,16 @@ type (
 		Signature *string       `json:"signature"`
 	}
 	wireConsent struct {
-		Owner  *string `json:"owner"`
-		SiteID *string `json:"siteId"`
-		Paused *bool   `json:"paused"`
+		Owner    *string        `json:"owner"`
+		SiteID   *string        `json:"siteId"`
+		Paused   *bool          `json:"paused"`
+		Mappings *[]wireMapping `json:"mappings"`
+	}
+	wireMapping struct {
+		Purpose      *string `json:"purpose"`
+		Kind         *string `json:"kind"`
+		Service      *string `json:"service"`
+		ServiceOwner *string `json:"serviceOwner"`
 	}
 	wireRoster struct {
 		ID      *string   `json:"id"`
@@ -269,6 +310,7 @@ type (
 		RunnerID *string       `json:"runnerId"`
 		Device   *wireIdentity `json:"device"`
 		Revoked  *bool         `json:"revoked"`
+		GrantKey *string       `json:"grantKey"`
 	}
 	wireRevocation struct {
 		Owner  *string `json:"owner"`
@@ -324,6 +366,52 @@ func (r *required) site(s wireSite, i int) SiteRecord {
 	return rec
 }
 
+func (r *required) consent(c wireConsent, i int) ConsentRecord {
+	rec := ConsentRecord{
+		Owner:  r.str(c.Owner, "consents[%d].owner", i),
+		SiteID: r.str(c.SiteID, "consents[%d].siteId", i),
+		Paused: c.Paused != nil && *c.Paused,
+	}
+	if c.Mappings != nil {
+		list := make([]Mapping, 0, len(*c.Mappings))
+		for j, m := range *c.Mappings {
+			at := fmt.Sprintf("consents[%d].mappings[%d]", i, j)
+			list = append(list, Mapping{
+				Purpose:      r.str(m.Purpose, "%s.purpose", at),
+				Kind:         r.str(m.Kind, "%s.kind", at),
+				Service:      r.str(m.Service, "%s.service", at),
+				ServiceOwner: r.present(m.ServiceOwner, "%s.serviceOwner", at),
+			})
+		}
+		rec.Mappings = NewMappings(list...)
+	}
+	return rec
+}
+
+// present reads an optional string, which when present must not be empty:
+// in the Go records "" means absent, so "" in the file would read as absent
+// and say something else than it does.
+func (r *required) present(p *string, format string, args ...any) string {
+	if p != nil && *p == "" {
+		r.errs = append(r.errs, fmt.Errorf(format+": must be a non-empty string", args...))
+	}
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func (r *required) grantKey(p *string, i int) GrantKey {
+	if p == nil {
+		return GrantKey{}
+	}
+	k, err := ParseGrantKey(*p)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("devices[%d].grantKey: %w", i, err))
+	}
+	return k
+}
+
 // positiveSafeInteger reads a JSON number as JavaScript would (the nearest
 // double, so 1e3 and 1000.0 are 1000) and accepts it when it is a whole
 // number from 1 to 2^53-1, which is what the reference's schema allows.
@@ -348,11 +436,7 @@ func (w *wireFixture) fixture() (*Fixture, error) {
 	}
 	if w.Consents != nil {
 		for i, c := range *w.Consents {
-			f.Consents = append(f.Consents, ConsentRecord{
-				Owner:  req.str(c.Owner, "consents[%d].owner", i),
-				SiteID: req.str(c.SiteID, "consents[%d].siteId", i),
-				Paused: c.Paused != nil && *c.Paused,
-			})
+			f.Consents = append(f.Consents, req.consent(c, i))
 		}
 	}
 	if w.Devices != nil {
@@ -362,6 +446,7 @@ func (w *wireFixture) fixture() (*Fixture, error) {
 				RunnerID: req.str(d.RunnerID, "devices[%d].runnerId", i),
 				Device:   req.identity(d.Device, fmt.Sprintf("devices[%d].device", i)),
 				Revoked:  d.Revoked != nil && *d.Revoked,
+				GrantKey: req.grantKey(d.GrantKey, i),
 			})
 		}
 	}

@@ -31,6 +31,8 @@ type Projection struct {
 	revokedPairs     map[pair]struct{}
 	runnable         map[string][]string            // roster owner → ownersRunnableBy
 	runnableSet      map[string]map[string]struct{} // the same, as a set
+	members          map[string]map[string]struct{} // roster owner → listed members only
+	warnings         []string
 }
 
 // pair is an (owner, site) key.
@@ -77,6 +79,8 @@ func build(f *Fixture, raw []byte) *Projection {
 		revokedPairs:     make(map[pair]struct{}, len(f.Revoked)),
 		runnable:         map[string][]string{},
 		runnableSet:      map[string]map[string]struct{}{},
+		members:          map[string]map[string]struct{}{},
+		warnings:         duplicateMappings(f.Consents),
 	}
 	// Record only the first index per key: later duplicates are shadowed,
 	// as they would be by a front-to-back scan.
@@ -117,7 +121,11 @@ func build(f *Fixture, raw []byte) *Projection {
 			p.runnableSet[r.Owner] = set
 			p.runnable[r.Owner] = []string{r.Owner}
 		}
+		if p.members[r.Owner] == nil {
+			p.members[r.Owner] = map[string]struct{}{}
+		}
 		for _, m := range r.Members {
+			p.members[r.Owner][m] = struct{}{}
 			if _, dup := set[m]; !dup {
 				set[m] = struct{}{}
 				p.runnable[r.Owner] = append(p.runnable[r.Owner], m)

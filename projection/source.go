@@ -344,6 +344,9 @@ func (s *Source) reload(ctx context.Context, trig trigger) error {
 		"path", s.path, "hash", hash, "trigger", string(trig),
 		"sites", len(f.Sites), "consents", len(f.Consents), "devices", len(f.Devices),
 		"rosters", len(f.Rosters), "revoked", len(f.Revoked))
+	for _, w := range p.Warnings() {
+		s.log.Warn("fixture warning", "path", s.path, "hash", hash, "warning", w)
+	}
 	s.mu.Lock()
 	s.status.Hash = hash
 	s.status.LoadedAt = now

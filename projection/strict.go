@@ -53,12 +53,19 @@ var (
 			"owner":  str,
 			"siteId": str,
 			"paused": boolean,
+			"mappings": array(object(map[string]*shape{
+				"purpose":      str,
+				"kind":         str,
+				"service":      str,
+				"serviceOwner": str,
+			})),
 		})),
 		"devices": array(object(map[string]*shape{
 			"owner":    str,
 			"runnerId": str,
 			"device":   identityShape,
 			"revoked":  boolean,
+			"grantKey": str,
 		})),
 		"rosters": array(object(map[string]*shape{
 			"id":      str,

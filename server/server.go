@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/byollm/relayd/admission"
 	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/config"
 	"github.com/byollm/relayd/metrics"
@@ -40,6 +41,11 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	m := metrics.New()
 	if cfg.TestClockOffset != 0 {
 		logger.Warn("TEST ONLY: this replica's clock is shifted", slog.Duration("offset", cfg.TestClockOffset))
+	}
+	// The ring is checked at boot, so a bad key refuses to start; it goes
+	// to the v2 codec with the claim path of issue 24 (docs/grants.md).
+	if _, err := openGrantKeys(cfg, logger); err != nil {
+		return err
 	}
 	b, err := backend.Open(ctx, backend.Options{
 		Kind: cfg.Store, Valkey: cfg.StoreValkeyOptions(), Clock: LocalClock(cfg),
@@ -126,6 +132,24 @@ func logServing(logger *slog.Logger, cfg config.Config, public, admin net.Addr, 
 		// enqueue, and the reference asks a relay in that state to say so.
 		logger.Warn(plane.NoEnqueuePolicy)
 	}
+}
+
+// openGrantKeys loads --grant-key-file into package admission, the one
+// holder of key material, and says at boot which grant mode runs (G-R50),
+// naming keys by their ids only.
+func openGrantKeys(cfg config.Config, logger *slog.Logger) (*admission.KeyRing, error) {
+	ring, err := admission.LoadKeyRing(cfg.GrantKeyFiles, logger)
+	if err != nil {
+		return nil, fmt.Errorf("grant keys: %w", err)
+	}
+	current, ok := ring.Current()
+	if !ok {
+		logger.Info("grants: off — devices serve their owners only (D4)")
+		return ring, nil
+	}
+	logger.Info("grants: local key ring loaded; claims do not author grants yet, so devices serve their owners only (D4)",
+		slog.String("current", admission.KeyID(current)), slog.Any("key_ids", ring.KeyIDs()), slog.Int("keys", ring.Len()))
+	return ring, nil
 }
 
 // openProjection loads the fixture and exports its reload counters.

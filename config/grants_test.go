@@ -1,0 +1,41 @@
+package config_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/config"
+)
+
+// Grant authoring is off unless a key file is named (decision DG1).
+func TestGrantKeyFileIsOffByDefault(t *testing.T) {
+	c, err := config.Load(required, env(nil))
+	require.NoError(t, err)
+	require.Empty(t, c.GrantKeyFiles)
+}
+
+func TestGrantKeyFileFromTheFlagOrTheEnvironment(t *testing.T) {
+	c, err := config.Load(append(append([]string{}, required...), "--grant-key-file", "/run/keys/current.pem, /run/keys/older.pem"), env(nil))
+	require.NoError(t, err)
+	require.Equal(t, []string{"/run/keys/current.pem", "/run/keys/older.pem"}, c.GrantKeyFiles, "the first is current")
+
+	c, err = config.Load(append(append([]string{}, required...), "--grant-key-file", "/a.pem", "--grant-key-file", "/b.pem"), env(nil))
+	require.NoError(t, err)
+	require.Equal(t, []string{"/a.pem", "/b.pem"}, c.GrantKeyFiles, "repeated, in order")
+
+	c, err = config.Load(required, env(map[string]string{"RELAYD_GRANT_KEY_FILE": "/run/keys/k.pem"}))
+	require.NoError(t, err)
+	require.Equal(t, []string{"/run/keys/k.pem"}, c.GrantKeyFiles)
+
+	c, err = config.Load(append(append([]string{}, required...), "--grant-key-file", "/flag.pem"), env(map[string]string{"RELAYD_GRANT_KEY_FILE": "/env.pem"}))
+	require.NoError(t, err)
+	require.Equal(t, []string{"/flag.pem"}, c.GrantKeyFiles, "the flag wins")
+}
+
+func TestGrantKeyFileRefusals(t *testing.T) {
+	_, err := config.Load(append(append([]string{}, required...), "--protocols", "0", "--grant-key-file", "/k.pem"), env(nil))
+	require.ErrorContains(t, err, `--grant-key-file needs protocol "2"`)
+	_, err = config.Load(append(append([]string{}, required...), "--grant-key-file", "/k.pem,"), env(nil))
+	require.ErrorContains(t, err, "--grant-key-file names an empty path")
+}
