@@ -68,7 +68,7 @@ func TestPairingsAcrossReplicas(t *testing.T) {
 	in := testPending("AAAA")
 	expiresAt, err := a.StartPairing(t.Context(), store.StartPairingInput{Pending: in, TTLMs: 600_000, Capacity: 2})
 	require.NoError(t, err)
-	in.ExpiresAt = expiresAt
+	in.ExpiresAt, in.LiveCodes = expiresAt, 1
 
 	got, ok, err := b.PairingByUserCode(t.Context(), in.UserCode)
 	require.NoError(t, err)
