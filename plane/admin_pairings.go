@@ -22,7 +22,7 @@ import (
 const pendingPairingPath = "/pairings/:userCode"
 
 // pairingApprovalPath is where the admin listener marks a pending code
-// approved (issue 27, D12): `relayd approve` posts the device identity it
+// approved (issue 27, D13): `relayd approve` posts the device identity it
 // looked up and is about to write into the fixture, so that only this
 // code, and no other code started for the same public identity, may
 // collect the pairing.

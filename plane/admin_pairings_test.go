@@ -122,10 +122,10 @@ func post(t *testing.T, url, body string) (int, string) {
 	return resp.StatusCode, string(answer)
 }
 
-// D12: the admin listener marks approved the live code a user code names,
+// D13: the admin listener marks approved the live code a user code names,
 // only for the device identity posted, and answers its details; nothing
 // else is marked, and the public listener has no such route.
-func TestD12_AdminListenerMarksTheApprovedCode(t *testing.T) {
+func TestD13_AdminListenerMarksTheApprovedCode(t *testing.T) {
 	c := clock.NewManual(time.UnixMilli(1_750_000_000_000))
 	codes := memory.NewPairings(c)
 	device := protocol.PublicIdentity{Identity: "IDENT", Encryption: "ENC", EncryptionSig: "SIG"}

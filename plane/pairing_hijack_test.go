@@ -71,12 +71,12 @@ func attackerCaps() []proto2.Capability {
 	return caps
 }
 
-// D12 (issue 27): someone who knows only a device's public identity starts
+// D13 (issue 27): someone who knows only a device's public identity starts
 // codes for it from another address, as often as the rate limit lets them.
 // The real daemon's code stays pending (the reference answers it expired:
 // one code per keypair), the attacker's poll never answers approved, and
 // the presence written at approval holds the real daemon's capabilities.
-func TestD12_AStartFromAnotherAddressCannotCancelOrCollectAPairing(t *testing.T) {
+func TestD13_AStartFromAnotherAddressCannotCancelOrCollectAPairing(t *testing.T) {
 	opts := bothProtocols()
 	opts.TrustForwardedFor = true
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
@@ -112,10 +112,10 @@ func TestD12_AStartFromAnotherAddressCannotCancelOrCollectAPairing(t *testing.T)
 	})
 }
 
-// D12: a fixture written by hand approves a device whose one pending code
+// D13: a fixture written by hand approves a device whose one pending code
 // was started before it; with a second code beside it nobody can tell
 // which is the device's, so neither collects until one is marked.
-func TestD12_AHandWrittenApprovalCollectsOnlyALoneCode(t *testing.T) {
+func TestD13_AHandWrittenApprovalCollectsOnlyALoneCode(t *testing.T) {
 	opts := bothProtocols()
 	opts.TrustForwardedFor = true
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
@@ -132,10 +132,10 @@ func TestD12_AHandWrittenApprovalCollectsOnlyALoneCode(t *testing.T) {
 	})
 }
 
-// D12: a daemon restarted mid-pairing starts again from its own address
+// D13: a daemon restarted mid-pairing starts again from its own address
 // with the same keys; its new code replaces the old one, as the
 // reference's does, and pairs.
-func TestD12_ARestartedDaemonReplacesItsOwnCode(t *testing.T) {
+func TestD13_ARestartedDaemonReplacesItsOwnCode(t *testing.T) {
 	opts := bothProtocols()
 	opts.TrustForwardedFor = true
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
@@ -152,10 +152,10 @@ func TestD12_ARestartedDaemonReplacesItsOwnCode(t *testing.T) {
 	})
 }
 
-// D12: one identity holds at most pairing.CodesPerDevice codes, each from
+// D13: one identity holds at most pairing.CodesPerDevice codes, each from
 // its own address; a fifth address is refused as a start at capacity is,
 // and an address that holds one may always start again.
-func TestD12_OneDeviceHoldsABoundedNumberOfCodes(t *testing.T) {
+func TestD13_OneDeviceHoldsABoundedNumberOfCodes(t *testing.T) {
 	opts := bothProtocols()
 	opts.TrustForwardedFor = true
 	eachStore(t, opts, func(t *testing.T, b *bundle) {

@@ -40,7 +40,7 @@ func (c *Codec) pair(ctx context.Context, r *codec.Request) (any, error) {
 // unsigned and a device identity is public, so it replaces only the codes
 // of its identity started from the same client address (a daemon
 // restarted mid-pairing sends a fresh start); one from another address
-// gets a code of its own beside them (issue 27, D12).
+// gets a code of its own beside them (issue 27, D13).
 func (c *Codec) pairStart(ctx context.Context, req proto2.PairStartRequest, clientAddr string) (proto2.PairStartResponse, error) {
 	var none proto2.PairStartResponse
 	if c.opts.VerificationURL == "" || c.env.Pairings == nil {
