@@ -65,6 +65,12 @@ func (p *instrumentedPairings) PairingByUserCode(ctx context.Context, userCode s
 	})
 }
 
+func (p *instrumentedPairings) ApprovePairing(ctx context.Context, userCode, identity string) (store.PendingPairing, bool, error) {
+	return lookup(p.obs, store.OpApprovePairing, func() (store.PendingPairing, bool, error) {
+		return p.next.ApprovePairing(ctx, userCode, identity)
+	})
+}
+
 func (p *instrumentedPairings) DropPairing(ctx context.Context, deviceCode string) error {
 	_, err := timed(p.obs, store.OpDropPairing, func() (struct{}, error) { return struct{}{}, p.next.DropPairing(ctx, deviceCode) })
 	return err

@@ -37,6 +37,7 @@ func TestEveryPairingOperationIsLabelledWithItsOp(t *testing.T) {
 	require.NoError(t, err)
 	_, _, _ = p.PairingByDeviceCode(ctx, "d")
 	_, _, _ = p.PairingByUserCode(ctx, "u")
+	_, _, _ = p.ApprovePairing(ctx, "u", "")
 	require.NoError(t, p.DropPairing(ctx, "d"))
 
 	body := scrape(t, m)

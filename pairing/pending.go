@@ -19,6 +19,13 @@ const (
 	// DefaultCapacity is how many live codes may be pending at once,
 	// MAX_OUTSTANDING_PAIRINGS; --pairing-capacity overrides it.
 	DefaultCapacity = 500
+	// CodesPerDevice is how many live codes one device identity may have,
+	// each started from another client address (a start from an address
+	// that holds one replaces it). The reference keeps one per identity;
+	// relayd keeps others' starts beside it, so that naming a public
+	// identity cannot cancel its code (issue 27), and bounds them so that
+	// naming it cannot fill the store either.
+	CodesPerDevice = 4
 )
 
 // Details is what the approving side may learn of a pending pairing (the

@@ -28,6 +28,7 @@ func NewAdmin(relay *Relay) *Admin {
 	})
 	a.echo.GET("/readyz", a.readyz)
 	a.echo.GET(pendingPairingPath, a.pendingPairing)
+	a.echo.POST(pairingApprovalPath, a.approvePairing)
 	a.echo.Any("/debug", relay.serveDebug)
 	a.echo.Any(relay.basePath+"/debug", relay.serveDebug)
 	return a

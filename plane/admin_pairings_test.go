@@ -111,3 +111,55 @@ func TestAdminPairingsStoreFailureIs503(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, status)
 	require.True(t, strings.Contains(body, `"error":"server-error"`), body)
 }
+
+func post(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(answer)
+}
+
+// D13: the admin listener marks approved the live code a user code names,
+// only for the device identity posted, and answers its details; nothing
+// else is marked, and the public listener has no such route.
+func TestD13_AdminListenerMarksTheApprovedCode(t *testing.T) {
+	c := clock.NewManual(time.UnixMilli(1_750_000_000_000))
+	codes := memory.NewPairings(c)
+	device := protocol.PublicIdentity{Identity: "IDENT", Encryption: "ENC", EncryptionSig: "SIG"}
+	_, err := codes.StartPairing(t.Context(), store.StartPairingInput{
+		Pending: store.PendingPairing{DeviceCode: secretDeviceCode, UserCode: "ABCD-EF12", Device: device, Label: "laptop", Platform: "linux"},
+		TTLMs:   600_000, Capacity: 5,
+	})
+	require.NoError(t, err)
+	public, admin := pairingListeners(t, codes)
+	marked := func() bool {
+		p, ok, err := codes.PairingByUserCode(t.Context(), "ABCD-EF12")
+		require.NoError(t, err)
+		require.True(t, ok)
+		return p.Approved
+	}
+
+	status, _ := post(t, public+"/pairings/ABCD-EF12/approval", `{"identity":"IDENT"}`)
+	require.Equal(t, http.StatusNotFound, status, "never on the public listener")
+	for _, body := range []string{``, `{`, `{"identity":""}`, `[]`} {
+		status, answer := post(t, admin+"/pairings/ABCD-EF12/approval", body)
+		require.Equal(t, http.StatusBadRequest, status, body)
+		require.Contains(t, answer, `"error":"bad-request"`)
+	}
+	for path, body := range map[string]string{"ABCD-EF12": `{"identity":"OTHER"}`, "ABCD-EF13": `{"identity":"IDENT"}`, "x": `{"identity":"IDENT"}`} {
+		status, answer := post(t, admin+"/pairings/"+path+"/approval", body)
+		require.Equal(t, http.StatusNotFound, status, path)
+		require.Equal(t, `{"error":"not-found"}`, answer)
+	}
+	require.False(t, marked())
+
+	status, answer := post(t, admin+"/pairings/abcd-ef12/approval", `{"identity":"IDENT"}`)
+	require.Equal(t, http.StatusOK, status, answer)
+	require.Equal(t, `{"userCode":"ABCD-EF12","device":{"identity":"IDENT","encryption":"ENC","encryptionSig":"SIG"},`+
+		`"label":"laptop","platform":"linux","capabilities":[],"expiresAt":1750000600000}`, answer)
+	require.NotContains(t, answer, secretDeviceCode)
+	require.True(t, marked())
+}

@@ -218,9 +218,11 @@ func (r *Relay) dispatch(c echo.Context) error {
 func (r *Relay) serve(c echo.Context, plane codec.Plane, endpoint string) error {
 	req := c.Request()
 	ctx := req.Context()
+	var clientAddr string
 	if plane == codec.Daemon && codec.Unsigned(endpoint) {
 		// Unsigned, so charged to the client address, before the body is read.
-		if refusal := r.rateLimit(ctx, r.cfg.RateLimit, "addr:"+r.clientAddr(req)); refusal != nil {
+		clientAddr = r.clientAddr(req)
+		if refusal := r.rateLimit(ctx, r.cfg.RateLimit, "addr:"+clientAddr); refusal != nil {
 			return refusal
 		}
 	}
@@ -232,7 +234,7 @@ func (r *Relay) serve(c echo.Context, plane codec.Plane, endpoint string) error 
 	if err != nil {
 		return err
 	}
-	request := &codec.Request{Plane: plane, Endpoint: endpoint, Header: req.Header, RawQuery: req.URL.RawQuery, Body: body}
+	request := &codec.Request{Plane: plane, Endpoint: endpoint, Header: req.Header, ClientAddr: clientAddr, RawQuery: req.URL.RawQuery, Body: body}
 	if schema != nil {
 		request.Schema = r.decoder.Body(schema)
 	}

@@ -149,9 +149,9 @@ func TestV2_EverySiteRoutesAndIDsAreTheirOwn(t *testing.T) {
 	})
 }
 
-// Pairing codes: one per keypair, expiring after ten minutes on the store
-// clock; a poll for an unknown or expired code says expired; the fixture
-// exchange pairs an approved device at once.
+// Pairing codes: one per keypair and client address, expiring after ten
+// minutes on the store clock; a poll for an unknown or expired code says
+// expired; the fixture exchange pairs an approved device at once.
 func TestV2_PairingCodesAndTheFixtureExchange(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		start := func() proto2.PairStartResponse {

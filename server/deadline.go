@@ -260,6 +260,12 @@ func (p boundedPairings) PairingByUserCode(ctx context.Context, userCode string)
 	})
 }
 
+func (p boundedPairings) ApprovePairing(ctx context.Context, userCode, identity string) (store.PendingPairing, bool, error) {
+	return withinFound(ctx, p.timeout, func(ctx context.Context) (store.PendingPairing, bool, error) {
+		return p.next.ApprovePairing(ctx, userCode, identity)
+	})
+}
+
 func (p boundedPairings) DropPairing(ctx context.Context, deviceCode string) error {
 	return withinErr(ctx, p.timeout, func(ctx context.Context) error { return p.next.DropPairing(ctx, deviceCode) })
 }

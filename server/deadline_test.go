@@ -132,6 +132,9 @@ func (s *deadlineSpy) PairingByDeviceCode(ctx context.Context, _ string) (store.
 func (s *deadlineSpy) PairingByUserCode(ctx context.Context, _ string) (store.PendingPairing, bool, error) {
 	return store.PendingPairing{}, false, s.saw(ctx, "PairingByUserCode")
 }
+func (s *deadlineSpy) ApprovePairing(ctx context.Context, _, _ string) (store.PendingPairing, bool, error) {
+	return store.PendingPairing{}, false, s.saw(ctx, "ApprovePairing")
+}
 func (s *deadlineSpy) DropPairing(ctx context.Context, _ string) error {
 	return s.saw(ctx, "DropPairing")
 }

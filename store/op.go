@@ -35,6 +35,7 @@ const (
 	OpStartPairing        Op = "startPairing"
 	OpPairingByDeviceCode Op = "pairingByDeviceCode"
 	OpPairingByUserCode   Op = "pairingByUserCode"
+	OpApprovePairing      Op = "approvePairing"
 	OpDropPairing         Op = "dropPairing"
 )
 
@@ -50,7 +51,7 @@ func Ops() []Op {
 // PairingOps lists every Pairings operation, in the order Pairings declares
 // them.
 func PairingOps() []Op {
-	return []Op{OpStartPairing, OpPairingByDeviceCode, OpPairingByUserCode, OpDropPairing}
+	return []Op{OpStartPairing, OpPairingByDeviceCode, OpPairingByUserCode, OpApprovePairing, OpDropPairing}
 }
 
 // String returns the operation's name.

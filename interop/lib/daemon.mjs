@@ -86,6 +86,27 @@ export class Daemon {
     return { userCode, fingerprint, approved, out };
   }
 
+  /**
+   * `byollm connect <url>` killed while it waits for approval: it prints a
+   * user code, then dies with SIGKILL (a crash, a closed laptop lid), so
+   * nothing it holds in memory survives. Returns the code it printed.
+   */
+  async connectThenKill(url, { logDir, timeoutMs = 25_000 }) {
+    const proc = this.spawn("byollm-connect-killed", ["connect", url, "--name", "interop-daemon"], logDir);
+    const userCode = await waitFor(
+      "the daemon to print a user code",
+      () => {
+        if (proc.exit) throw new Error(`connect exited early: ${proc.out}${proc.err}`);
+        return proc.out.replace(ANSI, "").match(USER_CODE)?.[1];
+      },
+      { timeoutMs },
+    );
+    // SIGKILL to its group at once: no handler runs, nothing is tidied up.
+    process.kill(-proc.child.pid, "SIGKILL");
+    await proc.exited;
+    return { userCode };
+  }
+
   /** `byollm run`: the foreground loop. Never `start`, which installs a service. */
   run(logDir) {
     return this.spawn("byollm-run", ["run"], logDir);

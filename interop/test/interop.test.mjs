@@ -2,8 +2,10 @@
 // relay chosen by INTEROP_RELAY (control | relayd | relayd-valkey-3).
 //
 // Steps, in order (each test needs the one before it):
-//   1. `byollm connect` pairs through the device-code flow, approved by the
-//      launcher's operator hook.
+//   1. `byollm connect` is killed while it waits for approval, then a second
+//      `byollm connect` (the same keys, a fresh start from the same address)
+//      pairs through the device-code flow, approved by the launcher's
+//      operator hook.
 //   2. `byollm run` serves; the site SDK cancels one job (never to be
 //      offered), enqueues JOBS jobs on the cloud lane and pumps until every
 //      result is back, opened and verified.
@@ -84,11 +86,20 @@ test("the clients under test are the published, pinned packages", async () => {
   assert.deepEqual(Object.keys(pins).sort(), ["@byollm/conformance", "@byollm/protocol", "@byollm/relay", "@byollm/server", "byollm"]);
 });
 
-test(`${RELAY}: byollm connect pairs through the device-code flow`, { timeout: 60_000 }, () =>
+test(`${RELAY}: byollm connect pairs through the device-code flow, after a connect killed mid-pairing`, { timeout: 90_000 }, () =>
   withLogs(async () => {
+    // The first connect dies before anyone approves it. Its code is pending
+    // until the restarted daemon's fresh start (same persisted keys, same
+    // address) replaces it.
+    const killed = await state.daemon.connectThenKill(state.relay.daemonUrl, { logDir: WORK });
+    assert.ok((await state.relay.pendingOn(killed.userCode)).length > 0, `the killed connect's code ${killed.userCode} is pending`);
     const { userCode, fingerprint, approved } = await state.daemon.connect(state.relay.daemonUrl, {
       logDir: WORK,
-      approve: (userCode) => state.relay.approve({ userCode, owner: OWNER, runnerId: RUNNER_ID }),
+      approve: async (userCode) => {
+        assert.notEqual(userCode, killed.userCode, "the restarted daemon started a fresh code");
+        assert.deepEqual(await state.relay.pendingOn(killed.userCode), [], "the restart replaced the killed connect's code");
+        return state.relay.approve({ userCode, owner: OWNER, runnerId: RUNNER_ID });
+      },
     });
     // The operator approved the very device whose fingerprint the CLI printed
     // (the comparison a human makes), and it is the key the daemon holds.
@@ -112,7 +123,7 @@ test(`${RELAY}: byollm connect pairs through the device-code flow`, { timeout: 6
       "the approval pinned exactly our site, keyed by its key id",
     );
     state.paired = true;
-  }, ["byollm-connect", ...(state.relay?.logs ?? [])]),
+  }, ["byollm-connect-killed", "byollm-connect", ...(state.relay?.logs ?? [])]),
 );
 
 test(`${RELAY}: byollm run serves ${JOBS} site SDK jobs, every result opened and verified`, { timeout: 100_000 }, () =>

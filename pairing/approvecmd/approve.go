@@ -1,12 +1,15 @@
 // Package approvecmd is `relayd approve`, the command an operator runs to
 // approve a device-code pairing without a control plane (decision D3): it
-// asks a relay's admin listener which device a user code stands for, then
-// writes that device into the fixture under an owner with pairing.Approve.
-// Every replica reloads the fixture when it changes, so each one's next
-// poll for the device answers approved. cmd/relayd only calls Run.
+// asks a relay's admin listener which device a user code stands for, marks
+// that very code approved there (D13: anyone may start a code for a public
+// device identity, and only the marked one collects), then writes the
+// device into the fixture under an owner with pairing.Approve. Every
+// replica reloads the fixture when it changes, so the marked code's next
+// poll answers approved. cmd/relayd only calls Run.
 package approvecmd
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -95,6 +98,11 @@ func (a *Approver) Approve(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// Mark first: the fixture's record is what makes a poll answer, and by
+	// then the code that may collect it must be known.
+	if err := a.mark(ctx, r.AdminURL, details); err != nil {
+		return Result{}, err
+	}
 	approval := pairing.Approval{Owner: r.Owner, RunnerID: runnerID, Device: details.Device}
 	if _, err := pairing.Approve(r.Fixture, approval); err != nil {
 		return Result{}, explain(err, runnerID)
@@ -104,20 +112,57 @@ func (a *Approver) Approve(ctx context.Context, r Request) (Result, error) {
 
 // lookup asks the admin listener for the pending pairing of code.
 func (a *Approver) lookup(ctx context.Context, adminURL, code string) (pairing.Details, error) {
+	d, err := a.ask(ctx, adminURL, http.MethodGet, code, "", nil)
+	if err != nil {
+		return pairing.Details{}, err
+	}
+	if d.UserCode != code || !d.Device.IsConsistent() {
+		return pairing.Details{}, fmt.Errorf("the admin listener answered for another code or an inconsistent device")
+	}
+	return d, nil
+}
+
+// mark has the admin listener mark the code approved, for exactly the
+// device the lookup showed.
+func (a *Approver) mark(ctx context.Context, adminURL string, d pairing.Details) error {
+	body, err := json.Marshal(map[string]string{"identity": d.Device.Identity})
+	if err != nil {
+		return fmt.Errorf("encode the approval: %w", err)
+	}
+	marked, err := a.ask(ctx, adminURL, http.MethodPost, d.UserCode, "/approval", body)
+	if err != nil {
+		return fmt.Errorf("mark the code approved: %w", err)
+	}
+	if marked.UserCode != d.UserCode || marked.Device.Identity != d.Device.Identity {
+		return fmt.Errorf("the admin listener marked another code or device")
+	}
+	return nil
+}
+
+// ask sends one request about code to the admin listener and decodes its
+// pairing.Details answer.
+func (a *Approver) ask(ctx context.Context, adminURL, method, code, suffix string, body []byte) (pairing.Details, error) {
 	base, err := url.Parse(strings.TrimRight(adminURL, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return pairing.Details{}, fmt.Errorf("admin URL %q: want http://HOST:PORT of a relay's admin listener", adminURL)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+"/pairings/"+url.PathEscape(code), nil)
+	var reader io.Reader
+	if body != nil {
+		reader = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base.String()+"/pairings/"+url.PathEscape(code)+suffix, reader)
 	if err != nil {
 		return pairing.Details{}, fmt.Errorf("admin request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := a.http.Do(req)
 	if err != nil {
 		return pairing.Details{}, fmt.Errorf("ask the admin listener: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return pairing.Details{}, fmt.Errorf("read the admin listener's answer: %w", err)
 	}
@@ -127,14 +172,11 @@ func (a *Approver) lookup(ctx context.Context, adminURL, code string) (pairing.D
 		return pairing.Details{}, fmt.Errorf("%w %s: it is mistyped, expired, already collected, or was started on a relay that shares no store with %s",
 			ErrUnknownCode, code, base.Host)
 	default:
-		return pairing.Details{}, fmt.Errorf("the admin listener answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		return pairing.Details{}, fmt.Errorf("the admin listener answered %d: %s", resp.StatusCode, strings.TrimSpace(string(answer)))
 	}
 	var d pairing.Details
-	if err := json.Unmarshal(body, &d); err != nil {
+	if err := json.Unmarshal(answer, &d); err != nil {
 		return pairing.Details{}, fmt.Errorf("the admin listener's answer does not decode: %w", err)
-	}
-	if d.UserCode != code || !d.Device.IsConsistent() {
-		return pairing.Details{}, fmt.Errorf("the admin listener answered for another code or an inconsistent device")
 	}
 	return d, nil
 }

@@ -222,3 +222,40 @@ func TestNewRunnerID(t *testing.T) {
 	_, err = approvecmd.NewRunnerID(bytes.NewReader(nil))
 	require.Error(t, err)
 }
+
+// The command marks approved exactly the code it was given (D13): another
+// code started for the same public identity, from another address, stays
+// unmarked, so it can never collect the pairing.
+func TestApproveMarksOnlyTheTypedCode(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.codes.StartPairing(t.Context(), store.StartPairingInput{
+		Pending: store.PendingPairing{
+			DeviceCode: "device-code-other-0123456789abcdefghijklmno", UserCode: "WXYZ-0000", Device: w.device,
+			Label: "not the laptop", Platform: "linux", Origin: "203.0.113.9",
+		},
+		TTLMs: time.Minute.Milliseconds(), Capacity: 10,
+	})
+	require.NoError(t, err)
+
+	code, _, stderr := run(t, w.args("--owner", "alice", userCode)...)
+	require.Equal(t, 0, code, stderr)
+	typed, ok, err := w.codes.PairingByUserCode(t.Context(), userCode)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.True(t, typed.Approved, "the typed code is marked")
+	other, ok, err := w.codes.PairingByUserCode(t.Context(), "WXYZ-0000")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.False(t, other.Approved, "the other code of the same device is not")
+}
+
+// An approval refused before anything is written marks nothing either.
+func TestARefusedApprovalMarksNothing(t *testing.T) {
+	w := newWorld(t)
+	code, _, _ := run(t, w.args("--owner", "bob", userCode)...)
+	require.Equal(t, 1, code, "bob consents to no site")
+	pending, ok, err := w.codes.PairingByUserCode(t.Context(), userCode)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.False(t, pending.Approved)
+}

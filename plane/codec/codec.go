@@ -65,6 +65,9 @@ type Request struct {
 	Endpoint string
 	// Header carries the signature.
 	Header http.Header
+	// ClientAddr is the client address an unsigned daemon call was charged
+	// to (the per-address rate limit's key); "" on every other call.
+	ClientAddr string
 	// RawQuery is the URL's query, still encoded; the site plane's reads
 	// take their siteId from it.
 	RawQuery string

@@ -77,7 +77,7 @@ func (c *Codec) Serve(ctx context.Context, req *codec.Request) (any, error) {
 	switch req.Plane {
 	case codec.Daemon:
 		if req.Endpoint == "pair" {
-			return c.pair(ctx, req.Body)
+			return c.pair(ctx, req)
 		}
 		if route, ok := c.daemon[req.Endpoint]; ok {
 			return c.daemonPlane(ctx, req, route)

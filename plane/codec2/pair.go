@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/byollm/relayd/pairing"
-	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
 )
@@ -21,14 +21,14 @@ const (
 // pair serves the unsigned pair endpoint (§5.1): the body is the first of
 // a device-code start, a poll and a fixture exchange whose schema it
 // meets. The plane has charged it to the client's address already.
-func (c *Codec) pair(ctx context.Context, body *protocol.Body) (any, error) {
-	req, err := c.decode.Pair(body.Raw())
+func (c *Codec) pair(ctx context.Context, r *codec.Request) (any, error) {
+	req, err := c.decode.Pair(r.Body.Raw())
 	if err != nil {
 		return nil, proto2.PairSchemaRefusal()
 	}
 	switch {
 	case req.Start != nil:
-		return answer(c.pairStart(ctx, *req.Start))
+		return answer(c.pairStart(ctx, *req.Start, r.ClientAddr))
 	case req.Poll != nil:
 		return answer(c.pairPoll(ctx, *req.Poll))
 	}
@@ -36,8 +36,12 @@ func (c *Codec) pair(ctx context.Context, body *protocol.Body) (any, error) {
 }
 
 // pairStart hands out a device code and a user code for a keypair (§5.3).
-// The code lives in the store, so any replica answers its poll.
-func (c *Codec) pairStart(ctx context.Context, req proto2.PairStartRequest) (proto2.PairStartResponse, error) {
+// The code lives in the store, so any replica answers its poll. A start is
+// unsigned and a device identity is public, so it replaces only the codes
+// of its identity started from the same client address (a daemon
+// restarted mid-pairing sends a fresh start); one from another address
+// gets a code of its own beside them (issue 27, D13).
+func (c *Codec) pairStart(ctx context.Context, req proto2.PairStartRequest, clientAddr string) (proto2.PairStartResponse, error) {
 	var none proto2.PairStartResponse
 	if c.opts.VerificationURL == "" || c.env.Pairings == nil {
 		return none, proto2.NoDeviceCode()
@@ -53,13 +57,16 @@ func (c *Codec) pairStart(ctx context.Context, req proto2.PairStartRequest) (pro
 	if err != nil {
 		return none, fmt.Errorf("pair start: encode capabilities: %w", err)
 	}
+	_, known := c.env.Projection().DeviceByFingerprint(req.Device.Identity)
 	expiresAt, err := c.env.Pairings.StartPairing(ctx, store.StartPairingInput{
 		Pending: store.PendingPairing{
 			DeviceCode: codes.DeviceCode, UserCode: codes.UserCode, Device: req.Device,
 			Label: req.Daemon.Label, Platform: req.Daemon.Platform, Capabilities: json.RawMessage(caps),
+			Origin: clientAddr, KnownAtStart: known,
 		},
-		TTLMs:    pairing.CodeTTL.Milliseconds(),
-		Capacity: c.opts.PairingCapacity,
+		TTLMs:     pairing.CodeTTL.Milliseconds(),
+		Capacity:  c.opts.PairingCapacity,
+		PerDevice: pairing.CodesPerDevice,
 	})
 	if err != nil {
 		return none, storeError(store.OpStartPairing, err)
@@ -71,8 +78,9 @@ func (c *Codec) pairStart(ctx context.Context, req proto2.PairStartRequest) (pro
 }
 
 // pairPoll tells a daemon whether its code was approved: once the
-// projection holds a device record with the code's keys, the poll records
-// the pairing and spends the code (§5.4).
+// projection holds a device record with the code's keys and the code may
+// collect it (collectable), the poll records the pairing and spends the
+// code with every other code of the device (§5.4).
 func (c *Codec) pairPoll(ctx context.Context, req proto2.PairPollRequest) (proto2.PairPollResponse, error) {
 	var none proto2.PairPollResponse
 	if c.env.Pairings == nil {
@@ -87,7 +95,7 @@ func (c *Codec) pairPoll(ctx context.Context, req proto2.PairPollRequest) (proto
 	}
 	proj := c.env.Projection()
 	approved, ok := proj.DeviceByFingerprint(pending.Device.Identity)
-	if !ok {
+	if !ok || !collectable(pending) {
 		return proto2.PairPollResponse{Status: statusPending}, nil
 	}
 	sites := sitesByKeyID(proj.SitesFor(approved.Owner))
@@ -103,6 +111,18 @@ func (c *Codec) pairPoll(ctx context.Context, req proto2.PairPollRequest) (proto
 		return none, storeError(store.OpDropPairing, err)
 	}
 	return proto2.PairPollResponse{Status: statusApproved, RunnerID: approved.RunnerID, Owner: approved.Owner, Sites: &sites}, nil
+}
+
+// collectable reports whether an approved device's pending code may
+// collect its pairing. Anyone may start a code for a public identity, so
+// the approval belongs to the code an operator approved by its user code
+// (pairing.Approve marks it). A code nobody marked still collects in the
+// one case where no one else could have: it is its device's only live
+// code and was started before the projection approved the device, the
+// flow of a fixture written by hand after reading the code. The reference
+// lets any code of an approved device collect (§5.4).
+func collectable(p store.PendingPairing) bool {
+	return p.Approved || (p.LiveCodes == 1 && !p.KnownAtStart)
 }
 
 // pairFixture is the fixture exchange (§5.2): a device the projection

@@ -18,7 +18,7 @@ type Pairings struct {
 
 	mu         sync.Mutex
 	byDevice   map[string]store.PendingPairing
-	byIdentity map[string]string   // device identity -> its one device code
+	byIdentity map[string][]string // device identity -> its device codes, first started first
 	byUser     map[string][]string // user code -> device codes, first started first
 	expiries   expiryHeap          // may hold dropped codes; they are skipped
 }
@@ -31,7 +31,7 @@ func NewPairings(c clock.Clock) *Pairings {
 	return &Pairings{
 		clock:      c,
 		byDevice:   map[string]store.PendingPairing{},
-		byIdentity: map[string]string{},
+		byIdentity: map[string][]string{},
 		byUser:     map[string][]string{},
 	}
 }
@@ -42,8 +42,14 @@ func (p *Pairings) StartPairing(_ context.Context, in store.StartPairingInput) (
 	defer p.mu.Unlock()
 	now := clock.UnixMilli(p.clock)
 	p.purge(now)
-	if old, ok := p.byIdentity[in.Pending.Device.Identity]; ok {
-		p.drop(old)
+	identity := in.Pending.Device.Identity
+	for _, code := range slices.Clone(p.byIdentity[identity]) {
+		if p.byDevice[code].Origin == in.Pending.Origin {
+			p.drop(code)
+		}
+	}
+	if in.PerDevice > 0 && len(p.byIdentity[identity]) >= in.PerDevice {
+		return 0, store.Refuse(store.RefusedAtCapacity)
 	}
 	if len(p.byDevice) >= in.Capacity {
 		return 0, store.Refuse(store.RefusedAtCapacity)
@@ -51,8 +57,9 @@ func (p *Pairings) StartPairing(_ context.Context, in store.StartPairingInput) (
 	pending := in.Pending
 	pending.Capabilities = slices.Clone(pending.Capabilities)
 	pending.ExpiresAt = now + in.TTLMs
+	pending.Approved, pending.LiveCodes = false, 0
 	p.byDevice[pending.DeviceCode] = pending
-	p.byIdentity[pending.Device.Identity] = pending.DeviceCode
+	p.byIdentity[identity] = append(p.byIdentity[identity], pending.DeviceCode)
 	p.byUser[pending.UserCode] = append(p.byUser[pending.UserCode], pending.DeviceCode)
 	heap.Push(&p.expiries, expiry{at: pending.ExpiresAt, deviceCode: pending.DeviceCode})
 	return pending.ExpiresAt, nil
@@ -79,11 +86,36 @@ func (p *Pairings) PairingByUserCode(_ context.Context, userCode string) (store.
 	return store.PendingPairing{}, false, nil
 }
 
+// ApprovePairing implements store.Pairings.
+func (p *Pairings) ApprovePairing(_ context.Context, userCode, identity string) (store.PendingPairing, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := clock.UnixMilli(p.clock)
+	for _, deviceCode := range p.byUser[userCode] {
+		got, ok := p.live(deviceCode, now)
+		if !ok || got.Device.Identity != identity {
+			continue
+		}
+		stored := p.byDevice[deviceCode]
+		stored.Approved = true
+		p.byDevice[deviceCode] = stored
+		got.Approved = true
+		return got, true, nil
+	}
+	return store.PendingPairing{}, false, nil
+}
+
 // DropPairing implements store.Pairings.
 func (p *Pairings) DropPairing(_ context.Context, deviceCode string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.drop(deviceCode)
+	got, ok := p.byDevice[deviceCode]
+	if !ok {
+		return nil
+	}
+	for _, code := range slices.Clone(p.byIdentity[got.Device.Identity]) {
+		p.drop(code)
+	}
 	return nil
 }
 
@@ -95,6 +127,12 @@ func (p *Pairings) live(deviceCode string, now int64) (store.PendingPairing, boo
 		return store.PendingPairing{}, false
 	}
 	got.Capabilities = slices.Clone(got.Capabilities)
+	got.LiveCodes = 0
+	for _, code := range p.byIdentity[got.Device.Identity] {
+		if p.byDevice[code].ExpiresAt > now {
+			got.LiveCodes++
+		}
+	}
 	return got, true
 }
 
@@ -117,14 +155,17 @@ func (p *Pairings) drop(deviceCode string) {
 		return
 	}
 	delete(p.byDevice, deviceCode)
-	if p.byIdentity[got.Device.Identity] == deviceCode {
-		delete(p.byIdentity, got.Device.Identity)
-	}
-	rest := slices.DeleteFunc(p.byUser[got.UserCode], func(c string) bool { return c == deviceCode })
+	removeFrom(p.byIdentity, got.Device.Identity, deviceCode)
+	removeFrom(p.byUser, got.UserCode, deviceCode)
+}
+
+// removeFrom takes deviceCode out of index[key], deleting an emptied key.
+func removeFrom(index map[string][]string, key, deviceCode string) {
+	rest := slices.DeleteFunc(index[key], func(c string) bool { return c == deviceCode })
 	if len(rest) == 0 {
-		delete(p.byUser, got.UserCode)
+		delete(index, key)
 	} else {
-		p.byUser[got.UserCode] = rest
+		index[key] = rest
 	}
 }
 

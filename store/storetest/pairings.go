@@ -32,6 +32,10 @@ type NewPairingsHarness func(t *testing.T) PairingsHarness
 // relay's, so the stamps are the ones a daemon sees.
 const pairingTTL = 10 * time.Minute
 
+// pairingPerDevice is how many codes of one identity the contract's starts
+// allow (StartPairingInput.PerDevice), unless a case says otherwise.
+const pairingPerDevice = 4
+
 // RunPairings runs every case of the Pairings contract (spec protocol-2
 // §5.5, §5.7), each on a store of its own and in parallel with the others.
 func RunPairings(t *testing.T, newHarness NewPairingsHarness) {
@@ -51,6 +55,13 @@ func RunPairings(t *testing.T, newHarness NewPairingsHarness) {
 		{"DropForgetsTheCode", pairingDrop},
 		{"FirstStartedWinsASharedUserCode", pairingSharedUserCode},
 		{"ConcurrentStartsNeverExceedCapacity", pairingConcurrentStarts},
+		{"KeepsOriginAndKnownAtStart", pairingKeepsOrigin},
+		{"AStartFromAnotherOriginLeavesTheCode", pairingOtherOriginKeeps},
+		{"AStartFromTheSameOriginReplacesItsCode", pairingSameOriginReplaces},
+		{"PerDeviceBoundsOneIdentitysCodes", pairingPerDeviceBound},
+		{"LiveCodesCountsOnlyLiveCodes", pairingLiveCodesCount},
+		{"ApproveMarksExactlyThatCode", pairingApproveMarks},
+		{"DropSpendsEveryCodeOfTheIdentity", pairingDropSpendsIdentity},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -94,7 +105,9 @@ func userCodeFor(tag string) string {
 
 func (p *pairings) start(t *testing.T, in store.PendingPairing, capacity int) (int64, error) {
 	t.Helper()
-	return p.h.Pairings.StartPairing(p.ctx, store.StartPairingInput{Pending: in, TTLMs: pairingTTL.Milliseconds(), Capacity: capacity})
+	return p.h.Pairings.StartPairing(p.ctx, store.StartPairingInput{
+		Pending: in, TTLMs: pairingTTL.Milliseconds(), Capacity: capacity, PerDevice: pairingPerDevice,
+	})
 }
 
 // mustStart starts in and checks the stamp.
@@ -148,8 +161,11 @@ func (p *pairings) requireGone(t *testing.T, in store.PendingPairing) {
 	require.False(t, ok, "%s is not found by user code", in.Label)
 }
 
+// stamped is in as a lookup finds it when it is its identity's only live
+// code.
 func stamped(in store.PendingPairing, expiresAt int64) store.PendingPairing {
 	in.ExpiresAt = expiresAt
+	in.LiveCodes = 1
 	return in
 }
 
@@ -157,7 +173,7 @@ func pairingStartStamps(t *testing.T, p *pairings) {
 	in := pendingFor(alice.runner, "a")
 	in.ExpiresAt = 1 // ignored: the store stamps it
 	now := p.h.Now(t)
-	expiresAt, err := p.h.Pairings.StartPairing(p.ctx, store.StartPairingInput{Pending: in, TTLMs: 90_000, Capacity: 5})
+	expiresAt, err := p.h.Pairings.StartPairing(p.ctx, store.StartPairingInput{Pending: in, TTLMs: 90_000, Capacity: 5, PerDevice: 1})
 	require.NoError(t, err)
 	require.Equal(t, now+90_000, expiresAt, "the store clock plus the TTL")
 	p.requireLive(t, stamped(in, expiresAt))

@@ -44,13 +44,14 @@ var memoAnswers = map[string]int{"r": 16, "s": 512, "p": 2}
 // so that a runner's large claims cost a bounded memo.
 const memoBytes = 64 << 10
 
-// answersAlike are the writes that keep no memo: a re-run of fetch or of
-// dropPairing answers as the first run did from the state it left, and
+// answersAlike are the writes that keep no memo: a re-run of fetch, of
+// dropPairing or of approvePairing answers as the first run did from the
+// state it left, and
 // the lookups of pending codes change nothing but judge expiry. A sweep
 // has no caller to keep a memo for, and its answer only feeds logs and
 // metrics: a retried sweep answers what is due by then. Storing a claim's
 // route list again stores the same set.
-var answersAlike = []store.Op{store.OpFetch, store.OpDropPairing, store.OpSweep,
+var answersAlike = []store.Op{store.OpFetch, store.OpDropPairing, store.OpApprovePairing, store.OpSweep,
 	store.OpPairingByDeviceCode, store.OpPairingByUserCode, opRoutes}
 
 // neverResent are the writes valkey-go never re-sends after a lost reply

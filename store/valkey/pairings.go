@@ -14,7 +14,8 @@ import (
 // hash-tagged prefix, so that a start on one replica and a poll on another
 // meet (spec protocol-2 §5.7). common.lua describes the four keys: the
 // records by device code, and indexes by expiry, by device identity and by
-// user code, so every operation is O(log n) and none walks every code.
+// user code, so every operation is O(log n) and none walks every code but
+// the few of one identity (StartPairingInput.PerDevice bounds them).
 // Each is one script on the store clock; the two lookups change nothing
 // but read the clock to judge expiry, so they run as ordinary scripts.
 
@@ -35,14 +36,23 @@ const (
 	pairingLabel
 	pairingPlatform
 	pairingCapabilities
+	// The fields below came later; a record of the first layout ends
+	// before them and reads them as empty.
+	pairingOrigin
+	pairingKnown
+	pairingApproved
 	pairingFields
 )
+
+// pairingFirstFields is how many fields a record of the first layout
+// has: one a relay wrote before it read origins stays readable.
+const pairingFirstFields = pairingOrigin
 
 // pairingFieldNames are the names the scripts give the record's fields.
 var pairingFieldNames = [pairingFields]string{
 	pairingVersion: "v", pairingUser: "user", pairingIdentity: "identity", pairingExpires: "expires",
 	pairingSeq: "seq", pairingDevice: "device", pairingLabel: "label", pairingPlatform: "platform",
-	pairingCapabilities: "caps",
+	pairingCapabilities: "caps", pairingOrigin: "origin", pairingKnown: "known", pairingApproved: "approved",
 }
 
 // Pairings returns the store's pending device codes, which share its
@@ -62,7 +72,8 @@ func (p pairings) StartPairing(ctx context.Context, in store.StartPairingInput) 
 	}
 	c := p.s.newWrite(store.OpStartPairing, pending.Device.Identity, pending.DeviceCode, pending.UserCode, pending.Device.Identity,
 		string(device), pending.Label, pending.Platform, string(pending.Capabilities),
-		strconv.FormatInt(in.TTLMs, 10), strconv.Itoa(in.Capacity))
+		strconv.FormatInt(in.TTLMs, 10), strconv.Itoa(in.Capacity),
+		pending.Origin, flag(pending.KnownAtStart), strconv.Itoa(in.PerDevice))
 	parts, err := p.s.execWrite(ctx, c)
 	if err != nil {
 		return 0, err
@@ -87,9 +98,15 @@ func (p pairings) PairingByUserCode(ctx context.Context, userCode string) (store
 	return p.lookup(ctx, store.OpPairingByUserCode, userCode)
 }
 
-// lookup runs a lookup script, whose reply is nil or {device code, record}.
-func (p pairings) lookup(ctx context.Context, op store.Op, arg string) (store.PendingPairing, bool, error) {
-	msg, err := p.s.exec(ctx, p.s.newCall(op, arg))
+// ApprovePairing implements store.Pairings.
+func (p pairings) ApprovePairing(ctx context.Context, userCode, identity string) (store.PendingPairing, bool, error) {
+	return p.lookup(ctx, store.OpApprovePairing, userCode, identity)
+}
+
+// lookup runs a lookup script, whose reply is nil or {device code, record,
+// the identity's live code count}.
+func (p pairings) lookup(ctx context.Context, op store.Op, args ...string) (store.PendingPairing, bool, error) {
+	msg, err := p.s.exec(ctx, p.s.newCall(op, args...))
 	if err != nil {
 		return store.PendingPairing{}, false, err
 	}
@@ -97,12 +114,15 @@ func (p pairings) lookup(ctx context.Context, op store.Op, arg string) (store.Pe
 		return store.PendingPairing{}, false, nil
 	}
 	parts, err := msg.AsStrSlice()
-	if err != nil || len(parts) != 2 {
+	if err != nil || len(parts) != 3 {
 		return store.PendingPairing{}, false, fmt.Errorf("valkey store: %s: unexpected reply %v", op, msg)
 	}
 	pending, err := decodePairing(parts[0], parts[1])
 	if err != nil {
 		return store.PendingPairing{}, false, fmt.Errorf("valkey store: %s: %w", op, err)
+	}
+	if pending.LiveCodes, err = strconv.Atoi(parts[2]); err != nil {
+		return store.PendingPairing{}, false, fmt.Errorf("valkey store: %s: live codes %q: %w", op, parts[2], err)
 	}
 	return pending, true, nil
 }
@@ -116,7 +136,7 @@ func (p pairings) DropPairing(ctx context.Context, deviceCode string) error {
 // decodePairing builds a pending pairing from its stored record.
 func decodePairing(deviceCode, raw string) (store.PendingPairing, error) {
 	f, err := unframe(raw)
-	if err != nil || len(f) < pairingFields || f[pairingVersion] != pairingFormat {
+	if err != nil || len(f) < pairingFirstFields || f[pairingVersion] != pairingFormat {
 		return store.PendingPairing{}, fmt.Errorf("pending pairing: %w", errUnreadable)
 	}
 	expiresAt, err := strconv.ParseInt(f[pairingExpires], 10, 64)
@@ -134,5 +154,14 @@ func decodePairing(deviceCode, raw string) (store.PendingPairing, error) {
 	if caps := f[pairingCapabilities]; caps != "" {
 		pending.Capabilities = json.RawMessage(caps)
 	}
+	later := func(i int) string {
+		if i < len(f) {
+			return f[i]
+		}
+		return ""
+	}
+	pending.Origin = later(pairingOrigin)
+	pending.KnownAtStart = later(pairingKnown) == "1"
+	pending.Approved = later(pairingApproved) == "1"
 	return pending, nil
 }

@@ -68,7 +68,7 @@ func TestPairingsAcrossReplicas(t *testing.T) {
 	in := testPending("AAAA")
 	expiresAt, err := a.StartPairing(t.Context(), store.StartPairingInput{Pending: in, TTLMs: 600_000, Capacity: 2})
 	require.NoError(t, err)
-	in.ExpiresAt = expiresAt
+	in.ExpiresAt, in.LiveCodes = expiresAt, 1
 
 	got, ok, err := b.PairingByUserCode(t.Context(), in.UserCode)
 	require.NoError(t, err)
@@ -128,4 +128,41 @@ func BenchmarkPairings(b *testing.B) {
 	storetest.BenchPairings(b, []int{100, 10_000}, func(b *testing.B) store.Pairings {
 		return newTestStore(b, client).Pairings()
 	})
+}
+
+// A code a relay of the first record layout stored (before origins and
+// approval marks, one code per identity) reads on with those fields empty,
+// can be marked approved, and is spent as any other.
+func TestPairingsReadTheFirstRecordLayout(t *testing.T) {
+	srv := valkeytest.Start(t)
+	client := srv.Client(t)
+	s := newTestStore(t, client)
+	in := testPending("AAAA")
+	in.Origin, in.KnownAtStart = "192.0.2.1", true
+	expiresAt, err := s.Pairings().StartPairing(t.Context(), store.StartPairingInput{Pending: in, TTLMs: 600_000, Capacity: 2, PerDevice: 4})
+	require.NoError(t, err)
+	raw, err := client.Do(t.Context(), client.B().Hget().Key(s.prefix+"pairings").Field(in.DeviceCode).Build()).ToString()
+	require.NoError(t, err)
+	f, err := unframe(raw)
+	require.NoError(t, err)
+	require.Len(t, f, pairingFields)
+	require.NoError(t, client.Do(t.Context(), client.B().Hset().Key(s.prefix+"pairings").FieldValue().
+		FieldValue(in.DeviceCode, frame(f[:pairingFirstFields]...)).Build()).Error())
+
+	want := in
+	want.ExpiresAt, want.LiveCodes, want.Origin, want.KnownAtStart = expiresAt, 1, "", false
+	got, ok, err := s.Pairings().PairingByDeviceCode(t.Context(), in.DeviceCode)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, want, got)
+
+	want.Approved = true
+	got, ok, err = s.Pairings().ApprovePairing(t.Context(), in.UserCode, in.Device.Identity)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, want, got)
+	require.NoError(t, s.Pairings().DropPairing(t.Context(), in.DeviceCode))
+	_, ok, err = s.Pairings().PairingByUserCode(t.Context(), in.UserCode)
+	require.NoError(t, err)
+	require.False(t, ok)
 }

@@ -142,6 +142,7 @@ func schemaLua() (string, error) {
 	writeLuaRecord(&b, "PRESENCE_FIELDS", presenceFieldNames[:])
 	b.WriteString("local PAIRING_FORMAT = " + luaString(pairingFormat) + "\n")
 	writeLuaList(&b, "PAIRING_FIELDS", pairingFieldNames[:])
+	b.WriteString("local PAIRING_FIRST_FIELDS = " + strconv.Itoa(pairingFirstFields) + "\n")
 	b.WriteString("local DEVICE_KEY_ID = " + luaString(jsonName(reflect.TypeFor[grantedDevice](), "KeyID")) + "\n")
 	strs, optional, bools, ints, err := stubFields()
 	if err != nil {

@@ -1,21 +1,32 @@
--- startPairing: put a pending device code as the reference's put does
--- (spec protocol-2 §5.5): purge expired codes, drop the code of the same
--- device identity, refuse at capacity (the dropped code stays gone), then
--- insert, stamped with the store clock.
+-- startPairing: put a pending device code (store.Pairings.StartPairing):
+-- purge expired codes, drop the codes of the same device identity started
+-- from the same origin (a restarted daemon replaces its own code; the
+-- reference drops every code of the identity, spec §5.5) and the
+-- identity's dead ones, refuse when the identity still has per_device live
+-- codes or at capacity (the dropped codes stay gone), then insert, stamped
+-- with the store clock.
 -- ARGV: device code, user code, identity, device JSON, label, platform,
---       capabilities ('' for none), ttl ms, capacity.
+--       capabilities ('' for none), ttl ms, capacity, origin,
+--       known at start ('1' or '0'), per_device (0 or less: unbounded).
 -- Reply: {'ok', expiresAt} or {'refused', REFUSED_AT_CAPACITY}.
 -- Re-run: the answer is remembered (answer_once); unremembered, a re-run
--- would find its own code under its identity and put it again, stamped at
--- the re-run's time.
+-- would find its own code under its identity and origin and put it again,
+-- stamped at the re-run's time.
 local now = clock_now()
-local device_code, identity = ARGV[1], ARGV[3]
-local ttl, capacity = tonumber(ARGV[8]), tonumber(ARGV[9])
+local device_code, identity, origin = ARGV[1], ARGV[3], ARGV[10]
+local ttl, capacity, per_device = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[12])
 
 pairing_purge(now, 64)
-local held = redis.call('HGET', K.pairing_identity, identity)
-if held then
-  pairing_drop(held)
+for _, code in ipairs(pairing_codes_of(identity)) do
+  local rec = pairing_read(redis.call('HGET', K.pairings, code))
+  if not rec then
+    pairing_unindex(identity, code)
+  elseif rec.origin == origin or tonumber(rec.expires) <= now then
+    pairing_drop(code)
+  end
+end
+if per_device > 0 and #pairing_codes_of(identity) >= per_device then
+  return { 'refused', REFUSED_AT_CAPACITY }
 end
 local live = redis.call('ZCOUNT', K.pairing_expiry, '(' .. ms(now), '+inf')
 if live >= capacity then
@@ -26,10 +37,13 @@ local expires = ms(now + ttl)
 local rec = {
   user = ARGV[2], identity = identity, expires = expires, seq = tostring(redis.call('INCR', K.seq)),
   device = ARGV[4], label = ARGV[5], platform = ARGV[6], caps = ARGV[7],
+  origin = origin, known = ARGV[11], approved = '0',
 }
 redis.call('HSET', K.pairings, device_code, pairing_write(rec))
 redis.call('ZADD', K.pairing_expiry, expires, device_code)
-redis.call('HSET', K.pairing_identity, identity, device_code)
+local codes = pairing_codes_of(identity)
+codes[#codes + 1] = device_code
+redis.call('HSET', K.pairing_identity, identity, table.concat(codes, ','))
 redis.call('ZADD', K.pairing_user, 0, pairing_user_member(rec.user, rec.seq, device_code))
 -- Every key lives as long as its longest-lived code.
 local last = redis.call('ZRANGE', K.pairing_expiry, -1, -1, 'WITHSCORES')[2]
