@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/internal/leaktest"
 )
 
 // Generous bounds for conditions that depend on the file system notifying
@@ -196,6 +198,7 @@ func TestSourceReloadsChangedContent(t *testing.T) {
 	for _, m := range modes {
 		for name, mk := range writers(t, a) {
 			t.Run(m.name+"/"+name, func(t *testing.T) {
+				leaktest.Check(t) // Run's watcher or poll ticker ends with it
 				w := mk()
 				s, logs := openSource(t, w.path(), m)
 				require.Equal(t, sha(a), s.Current().Hash())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/byollm/relayd/internal/leaktest"
 	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/protocol"
@@ -25,6 +26,7 @@ const frozenAnswer = `{"error":"server-error","message":"the relay's routing sto
 // "Frozen Valkey", quotes them).
 func TestD1_AFrozenValkeyIsA503WithRetryAfterAndRecoversWithoutARestart(t *testing.T) {
 	srv := valkeytest.Start(t)
+	leaktest.Check(t) // while the server still runs: Run closes the Valkey client it opened
 	if !srv.CanRestart() {
 		t.Skip("the server did not come from a binary this test can freeze")
 	}

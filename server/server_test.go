@@ -19,6 +19,7 @@ import (
 
 	"github.com/byollm/relayd/config"
 	"github.com/byollm/relayd/demo"
+	"github.com/byollm/relayd/internal/leaktest"
 	"github.com/byollm/relayd/server"
 )
 
@@ -88,6 +89,7 @@ func readyz(t *testing.T, r *running) (int, map[string]string) {
 }
 
 func TestServesTheDemoRoundTrip(t *testing.T) {
+	leaktest.Check(t) // Run stops its sweeper, fixture watcher, reload loop and listeners
 	r := start(t)
 	var out bytes.Buffer
 	require.NoError(t, demo.Run(t.Context(), demo.Options{RelayURL: r.public, KeysPath: "../deploy/demo-keys.json", Prompt: "hello relay"}, &out))
@@ -112,6 +114,7 @@ func TestServesTheDemoRoundTrip(t *testing.T) {
 }
 
 func TestReloadsTheFixtureOnRequestAndKeepsItOnARefusal(t *testing.T) {
+	leaktest.Check(t)
 	r := start(t)
 	_, before := readyz(t, r)
 

@@ -4,14 +4,16 @@
 //  1. the server at VALKEY_ADDR (host:port), when set;
 //  2. a valkey-server or redis-server binary on PATH, started on a free
 //     loopback port in a temporary directory and stopped at cleanup;
-//  3. a valkey/valkey container, when a Docker engine answers (driven with
-//     the docker CLI, to keep the dependency list short).
+//  3. a valkey/valkey container, when a Docker engine answers a ping
+//     within two seconds: started through github.com/ory/dockertest/v3 with
+//     its port on a free loopback port, purged at cleanup and given an
+//     engine-side expiry in case the test process dies first.
 //
 // With none of them the test is skipped with a note on how to get one,
 // unless CI or RELAYD_REQUIRE_VALKEY is set, where it fails instead.
 //
 // StartCluster starts a three-primary cluster from the same binary (or uses
-// VALKEY_CLUSTER_ADDRS). Tests isolate themselves either with a fresh
+// VALKEY_CLUSTER_ADDRS); it has no Docker route. Tests isolate themselves either with a fresh
 // server or, on a shared one, with a unique key prefix from Prefix.
 package valkeytest
 
@@ -89,8 +91,8 @@ func StartWith(t testing.TB, o Options) *Server {
 		p := startProcess(t, bin, o, nil)
 		return &Server{Addr: p.addr, Addrs: []string{p.addr}, Source: "binary", procs: []*process{p}}
 	}
-	if dockerAnswers() {
-		addr := startContainer(t)
+	if pool, err := dockerPool("", enginePingTimeout); err == nil {
+		addr := startContainer(t, pool)
 		return &Server{Addr: addr, Addrs: []string{addr}, Source: "docker"}
 	}
 	unavailable(t, "a Valkey-protocol server")
