@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -90,14 +91,18 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	errs := make(chan error, 2)
 	go func() { errs <- serve(publicSrv, publicLn) }()
 	go func() { errs <- serve(adminSrv, adminLn) }()
-	go func() {
+	// The store closes only once every loop that calls it has returned, so
+	// a sweep under way at shutdown finishes on an open client.
+	var loops sync.WaitGroup
+	defer loops.Wait()
+	loops.Go(func() {
 		if err := src.Run(bg); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Error("fixture watcher stopped", slog.String("error", err.Error()))
 		}
-	}()
-	go reloadOnRequest(bg, src, hooks.Reload, logger)
+	})
+	loops.Go(func() { reloadOnRequest(bg, src, hooks.Reload, logger) })
 	if cfg.SweepInterval > 0 {
-		go sweepEvery(bg, st, cfg.SweepInterval, LocalClock(cfg), logger)
+		loops.Go(func() { sweepEvery(bg, st, cfg.SweepInterval, LocalClock(cfg), logger) })
 	}
 	logServing(logger, cfg, publicLn.Addr(), adminLn.Addr(), src.Current().Hash())
 	if hooks.Listening != nil {
