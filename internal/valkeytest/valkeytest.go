@@ -58,6 +58,9 @@ type Options struct {
 	// Persist turns on AOF persistence, written before each reply (off by
 	// default: tests are faster without it).
 	Persist bool
+	// Args are more server arguments, such as "--enable-debug-command",
+	// "yes" for a test that makes the server reload its data.
+	Args []string
 }
 
 // Start returns a standalone server for t.
@@ -313,7 +316,7 @@ func launch(parent, bin string, o Options, extra []string) (*process, error) {
 			// anyway, so a kill -9 can lose what it acknowledged.
 			p.args = append(p.args, "--appendfsync", "always")
 		}
-		p.args = append(p.args, extra...)
+		p.args = append(append(p.args, o.Args...), extra...)
 		if lastErr = p.start(); lastErr == nil {
 			return p, nil
 		}
