@@ -45,7 +45,10 @@ import (
 //     a pooled connection that sat idle through it learns of it only from
 //     the EOF its next call meets, though that call never reached the
 //     server. A limiter's charge is not sent again (a second could spend
-//     twice): the plane admits a request whose limiter cannot answer.
+//     twice): the plane admits a request whose limiter cannot answer. Nor
+//     is a listing (isListing: its reply may be large, and a server that
+//     ran it spent the time); its caller polls again, and the published
+//     site SDK defers a poll answered 503 to its next cycle.
 //
 // valkey-go re-sends a retryable command itself first (Options.MaxRetries,
 // about 120 ms in all), which covers a dropped connection to a live server;
@@ -123,7 +126,7 @@ func outageOf(err error) (cause string, mayHaveRun, ok bool) {
 // in flight (see above), and false when c is not to be sent again.
 func (s *Store) resent(c call) (call, bool) {
 	switch {
-	case c.op == opBucket:
+	case c.op == opBucket, isListing(c.op):
 		return c, false
 	case c.charged && s.scripts[c.op].once != nil:
 		return uncharged(c), true
