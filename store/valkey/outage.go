@@ -169,7 +169,7 @@ func (s *Store) execRetrying(ctx context.Context, c call) (valkey.ValkeyMessage,
 			return msg, err
 		}
 		if clock.Sleep(ctx, wait) != nil {
-			return msg, fmt.Errorf("%w (retried %d times until the deadline)", err, n-1)
+			return msg, fmt.Errorf("%w (retried %d times, until the call's context ended)", err, n-1)
 		}
 		waited += wait
 		if s.onRetry != nil {
