@@ -22,6 +22,7 @@ type Metrics struct {
 	requestDuration *prometheus.HistogramVec
 	storeDuration   *prometheus.HistogramVec
 	storeErrors     *prometheus.CounterVec
+	storeRetries    *prometheus.CounterVec
 	claimsGranted   prometheus.Counter
 	leasesRenewed   prometheus.Counter
 	leasesLost      prometheus.Counter
@@ -52,6 +53,10 @@ func New() *Metrics {
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relayd_store_errors_total", Help: "Store operations that failed (not refusals), by operation.",
 		}, []string{"op"}),
+		storeRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relayd_store_retries_total",
+			Help: "Store calls sent again through a short Valkey outage (restart, failover, load), by operation and cause.",
+		}, []string{"op", "cause"}),
 		claimsGranted: prometheus.NewCounter(prometheus.CounterOpts{Name: "relayd_claims_granted_total", Help: "Jobs granted to daemons."}),
 		leasesRenewed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relayd_leases_renewed_total", Help: "Leases renewed by heartbeats."}),
 		leasesLost:    prometheus.NewCounter(prometheus.CounterOpts{Name: "relayd_leases_lost_total", Help: "Leases a heartbeat named that the runner no longer held."}),
@@ -63,7 +68,7 @@ func New() *Metrics {
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.inFlight, m.requestDuration, m.storeDuration, m.storeErrors,
+		m.requests, m.inFlight, m.requestDuration, m.storeDuration, m.storeErrors, m.storeRetries,
 		m.claimsGranted, m.leasesRenewed, m.leasesLost, m.sweepRequeued, m.sweepExpired, m.sweepLapsed,
 	)
 	return m

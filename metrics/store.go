@@ -15,6 +15,12 @@ func (m *Metrics) InstrumentStore(st store.RoutingStore) store.RoutingStore {
 	return &instrumented{next: st, m: m}
 }
 
+// StoreRetried counts one retry of a store call of op through a short
+// outage; cause is one of a small fixed set (valkey.RetryCauses).
+func (m *Metrics) StoreRetried(op store.Op, cause string) {
+	m.storeRetries.WithLabelValues(string(op), cause).Inc()
+}
+
 type instrumented struct {
 	next store.RoutingStore
 	m    *Metrics

@@ -50,7 +50,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	}
 	b, err := backend.Open(ctx, backend.Options{
 		Kind: cfg.Store, Valkey: cfg.StoreValkeyOptions(), Clock: LocalClock(cfg),
-		RateLimit: cfg.RateLimit, SiteRateLimit: cfg.SiteRateLimit, Logger: logger,
+		RateLimit: cfg.RateLimit, SiteRateLimit: cfg.SiteRateLimit, Logger: logger, OnStoreRetry: m.StoreRetried,
 	})
 	if err != nil {
 		return err

@@ -64,6 +64,9 @@ type Options struct {
 	// test that must run on one engine: the store contract runs on Redis
 	// as well as Valkey. Empty means the preferred binary on PATH.
 	Binary string
+	// Args are more server arguments, such as "--enable-debug-command",
+	// "yes" for a test that makes the server reload its data.
+	Args []string
 }
 
 // Start returns a standalone server for t.
@@ -334,7 +337,7 @@ func launch(parent, bin string, o Options, extra []string) (*process, error) {
 			// anyway, so a kill -9 can lose what it acknowledged.
 			p.args = append(p.args, "--appendfsync", "always")
 		}
-		p.args = append(p.args, extra...)
+		p.args = append(append(p.args, o.Args...), extra...)
 		if lastErr = p.start(); lastErr == nil {
 			return p, nil
 		}

@@ -69,6 +69,9 @@ type Options struct {
 	RateLimit     ratelimit.Rate
 	SiteRateLimit ratelimit.Rate
 	Logger        *slog.Logger
+	// OnStoreRetry, when set, is told of every retry of a Valkey store
+	// call through a short outage (valkey.Options.OnRetry), for a metric.
+	OnStoreRetry func(op store.Op, cause string)
 }
 
 // Backend is an open store with its limiters. Closing the store releases
@@ -94,7 +97,7 @@ func Open(ctx context.Context, o Options) (Backend, error) {
 		st := memory.New(o.Clock)
 		return withLimiters(st, st.Pairings(), st.Limiter, o)
 	case Valkey:
-		st, err := openValkey(ctx, o.Valkey, o.Logger)
+		st, err := openValkey(ctx, o.Valkey, o.Logger, o.OnStoreRetry)
 		if err != nil {
 			return Backend{}, err
 		}
@@ -133,11 +136,11 @@ func limiter(rate ratelimit.Rate, build func(ratelimit.Rate) (ratelimit.Limiter,
 // not answer at start fails the start with a clear error, which a process
 // supervisor retries; an outage after start is answered with 503s and the
 // relay recovers by itself when the server returns.
-func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger) (*valkey.Store, error) {
+func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger, onRetry func(store.Op, string)) (*valkey.Store, error) {
 	opts := valkey.Options{
 		Addrs: c.Addrs, Username: c.Username, Password: c.Password,
 		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, KeyPrefix: c.Prefix,
-		Timeout: c.Timeout, ResultsCacheBytes: c.ResultsCacheBytes,
+		Timeout: c.Timeout, ResultsCacheBytes: c.ResultsCacheBytes, OnRetry: onRetry,
 	}
 	if c.TLS {
 		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}

@@ -101,11 +101,29 @@ func (s *Store) admitted(c call, runner string, a *store.Admission) (call, error
 		}
 		copy(args[7:], []string{"1", p.Owner, string(device), string(p.Capabilities), flag(p.Capabilities != nil), string(p.Withheld), flag(p.Withheld != nil)})
 	}
-	at := 0
-	if isRemembering(c.op) {
-		at = 1 // after the request id
-	}
-	c.args = slices.Concat(c.args[:at], args, c.args[at:])
+	c.args = slices.Concat(c.args[:admitAt(c.op)], args, c.args[admitAt(c.op):])
 	c.keys = append(slices.Clip(c.keys), bucket)
 	return c, nil
+}
+
+// admitAt is where an admission's arguments start in a call of op: after
+// the request id of a remembering write.
+func admitAt(op store.Op) int {
+	if isRemembering(op) {
+		return 1
+	}
+	return 0
+}
+
+// chargeFlag is the position of the charge flag among an admission's
+// arguments (admitted).
+const chargeFlag = 4
+
+// uncharged is the charged call c without its charge: the admission's
+// other checks still run, and no bucket is spent.
+func uncharged(c call) call {
+	c.args = slices.Clone(c.args)
+	c.args[admitAt(c.op)+chargeFlag] = "0"
+	c.charged = false
+	return c
 }

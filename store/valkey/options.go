@@ -38,9 +38,10 @@ type Options struct {
 	// ("{...}"). Relays sharing a prefix share routing state. Empty means
 	// DefaultPrefix.
 	KeyPrefix string
-	// MaxRetries is how often a command that failed on the connection is
-	// retried before the store reports an error (0 means 3; negative means
-	// never). Every script is safe to re-run.
+	// MaxRetries is how often valkey-go re-sends a retryable command that
+	// failed on the connection, at once, before the store's own retry
+	// through an outage takes over (outage.go) (0 means 3; negative means
+	// never).
 	MaxRetries int
 	// DialTimeout bounds connecting, the handshake included (0 means
 	// Timeout, or valkey-go's 5 s when that is zero too).
@@ -57,6 +58,9 @@ type Options struct {
 	// sites' results listings, least recently polled first to go (0 means
 	// DefaultResultsCacheBytes; negative caches nothing).
 	ResultsCacheBytes int64
+	// OnRetry, when set, is told of every retry of a store call through
+	// a short outage (outage.go), for a metric.
+	OnRetry RetryObserver
 }
 
 // ValidatePrefix checks that a key prefix carries a hash tag, so that all
@@ -148,6 +152,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	s.owned = true
+	s.onRetry = o.OnRetry
 	if o.ResultsCacheBytes != 0 {
 		s.results = newResultsCache(max(o.ResultsCacheBytes, 0))
 	}

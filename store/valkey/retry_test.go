@@ -151,15 +151,29 @@ type lossyStores struct {
 
 func newLossyStores(t *testing.T) *lossyStores {
 	t.Helper()
-	srv := valkeytest.Start(t)
+	return newLossyStoresOn(t, valkeytest.Start(t), nil)
+}
+
+// newLossyStoresOn is newLossyStores on srv; retries, when set, gives
+// the lossy client the retries Options would (else valkey-go's own).
+func newLossyStoresOn(t *testing.T, srv *valkeytest.Server, retries *Options) *lossyStores {
+	t.Helper()
 	if srv.Cluster {
 		t.Skip("the drop proxy fronts one server")
 	}
 	p := startDropProxy(t, srv.Addr)
 	// No background PING: its reply, arriving first, would be the one the
 	// proxy withholds, before the server ran the call.
-	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{p.ln.Addr().String()}, DisableCache: true, ForceSingleClient: true,
-		Dialer: net.Dialer{KeepAlive: -1}})
+	opt := valkey.ClientOption{InitAddress: []string{p.ln.Addr().String()}, DisableCache: true, ForceSingleClient: true}
+	if retries != nil {
+		o := *retries
+		o.Addrs = opt.InitAddress
+		var err error
+		opt, err = o.clientOption()
+		require.NoError(t, err)
+	}
+	opt.Dialer.KeepAlive = -1
+	client, err := valkey.NewClient(opt)
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	lossy := newTestStore(t, client)
@@ -563,10 +577,11 @@ func TestRetriedHeartbeatAnswersFirst(t *testing.T) {
 	require.Equal(t, job.ClaimedBy.LeaseExpiresAt-60_000, p.LastSeenAt, "stamped once, when the lease was renewed")
 }
 
-// TestChargedFetchIsNotReSentAfterALostReply: fetch keeps no memo, so a
-// fetch that spends a rate request is sent once; a lost reply is an error
-// the caller retries, and the bucket gave one request, not two.
-func TestChargedFetchIsNotReSentAfterALostReply(t *testing.T) {
+// TestChargedFetchIsReSentUnchargedAfterALostReply: fetch keeps no memo,
+// so valkey-go never re-sends a fetch that spends a rate request; the
+// store sends it again without its charge (outage.go). The caller gets
+// the payload, and the bucket gave one request, not two.
+func TestChargedFetchIsReSentUnchargedAfterALostReply(t *testing.T) {
 	ctx := t.Context()
 	h := newLossyStores(t)
 	c := h.heldBy(t, "drop-fetcher", "fetched-job")
@@ -577,14 +592,17 @@ func TestChargedFetchIsNotReSentAfterALostReply(t *testing.T) {
 
 	tr := h.proxy.arm(c.Lease.ID)
 	done := make(chan error, 1)
+	var fetched protocol.SealedEnvelope
 	go func() {
-		_, err := h.lossy.Fetch(ctx, in)
+		var err error
+		fetched, err = h.lossy.Fetch(ctx, in)
 		done <- err
 	}()
 	<-tr.held
 	close(tr.drop)
-	require.Error(t, <-done, "the lost reply is the caller's to retry")
-	require.Equal(t, 1, h.proxy.sent(), "valkey-go did not re-send the charged fetch")
+	require.NoError(t, <-done, "the store sent the fetch again")
+	require.Equal(t, "ct-fetched", fetched.Ciphertext)
+	require.Equal(t, 2, h.proxy.sent(), "sent twice: valkey-go did not re-send the charged fetch, the store did, once")
 	l, err := h.direct.Limiter(rate)
 	require.NoError(t, err)
 	d, err := l.Allow(ctx, "runner:drop-fetcher")

@@ -67,6 +67,8 @@ type Store struct {
 
 	// onCall, when set (by tests), sees every script call before it runs.
 	onCall func(call)
+	// onRetry, when set, is told of every retry through an outage.
+	onRetry RetryObserver
 }
 
 var _ store.RoutingStore = (*Store)(nil)
@@ -127,12 +129,18 @@ func (s *Store) newCall(op store.Op, args ...string) call {
 	return call{op: op, keys: s.keys, args: args}
 }
 
-// exec runs a call and returns its reply, or an error that is never a
-// refusal: the store could not answer, and the caller may retry.
+// exec runs a call, through a short outage too (execRetrying), and
+// returns its reply, or an error that is never a refusal: the store could
+// not answer, and the caller may retry.
 func (s *Store) exec(ctx context.Context, c call) (valkey.ValkeyMessage, error) {
 	if s.onCall != nil {
 		s.onCall(c)
 	}
+	return s.execRetrying(ctx, c)
+}
+
+// run sends a call once (valkey-go may re-send it; see loadScript).
+func (s *Store) run(ctx context.Context, c call) (valkey.ValkeyMessage, error) {
 	sc := s.scripts[c.op]
 	run := sc.run
 	if c.charged && sc.once != nil {

@@ -438,8 +438,9 @@ func TestNoGoClock(t *testing.T) {
 }
 
 // TestStoppedServer shows a store whose server is gone fails with plain
-// (retryable) errors, never refusals, and recovers by itself once the
-// server is back.
+// (retryable) errors, never refusals, once its calls' deadline has passed
+// (a script call retries until then: outage.go), and recovers by itself
+// once the server is back.
 func TestStoppedServer(t *testing.T) {
 	srv := valkeytest.Start(t)
 	if !srv.CanRestart() {
@@ -464,13 +465,11 @@ func TestStoppedServer(t *testing.T) {
 		"sweep": func(ctx context.Context) error { _, err := s.Sweep(ctx); return err },
 	}
 	for _, name := range slices.Sorted(maps.Keys(calls)) {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		start := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		err := calls[name](cctx)
 		cancel()
 		require.Error(t, err, name)
 		require.Empty(t, store.RefusalOf(err), "%s: a lost server is not a refusal: %v", name, err)
-		require.Less(t, time.Since(start), 5*time.Second, "%s gives up before its deadline", name)
 	}
 
 	srv.Restart(t)
