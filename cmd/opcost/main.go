@@ -1,0 +1,60 @@
+// Command opcost measures what each store operation of the per-job mix
+// costs one Valkey server: it drives a batch of calls of one operation at
+// a time, directly through the store, and prints one JSON line per
+// operation with the server's commands per call and, when the server runs
+// under callgrind, its instructions per call. See docs/performance.md,
+// "Issue 25: where the script cost doubled".
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/byollm/relayd/internal/bench"
+)
+
+func main() {
+	var (
+		addr    = flag.String("valkey-addr", "127.0.0.1:6379", "Valkey host:port")
+		calls   = flag.Int("calls", 1000, "calls of each operation")
+		round   = flag.Int("round", 100, "calls of each operation per round of the whole mix (a claim must get its payload within 10 s)")
+		only    = flag.String("only", "", "comma-separated operations to report (default: all)")
+		cgPID   = flag.Int("callgrind-pid", 0, "pid of a valkey-server running under valgrind --tool=callgrind, to zero and dump around each batch")
+		cgOut   = flag.String("callgrind-out", "", "that server's --callgrind-out-file (its dumps are this path .1, .2, ...)")
+		comment = flag.String("tag", "", "a label copied into every line (for example the commit measured)")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	o := bench.OpCostOptions{Addr: *addr, Calls: *calls, Round: *round}
+	if *only != "" {
+		o.Only = strings.Split(*only, ",")
+	}
+	if *cgPID != 0 {
+		if *cgOut == "" {
+			fmt.Fprintln(os.Stderr, "opcost: -callgrind-pid needs -callgrind-out")
+			os.Exit(2)
+		}
+		o.Callgrind = &bench.Callgrind{PID: *cgPID, OutFile: *cgOut}
+	}
+	costs, err := bench.MeasureOpCosts(ctx, o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "opcost: %v\n", err)
+		os.Exit(1)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for _, c := range costs {
+		if err := enc.Encode(struct {
+			Tag string `json:"tag,omitempty"`
+			bench.OpCost
+		}{*comment, c}); err != nil {
+			fmt.Fprintf(os.Stderr, "opcost: %v\n", err)
+			os.Exit(1)
+		}
+	}
+}
