@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,15 +21,23 @@ import (
 
 func main() {
 	var (
-		addr    = flag.String("valkey-addr", "127.0.0.1:6379", "Valkey host:port")
-		calls   = flag.Int("calls", 1000, "calls of each operation")
-		round   = flag.Int("round", 100, "calls of each operation per round of the whole mix (a claim must get its payload within 10 s)")
-		only    = flag.String("only", "", "comma-separated operations to report (default: all)")
-		cgPID   = flag.Int("callgrind-pid", 0, "pid of a valkey-server running under valgrind --tool=callgrind, to zero and dump around each batch")
-		cgOut   = flag.String("callgrind-out", "", "that server's --callgrind-out-file (its dumps are this path .1, .2, ...)")
-		comment = flag.String("tag", "", "a label copied into every line (for example the commit measured)")
+		addr     = flag.String("valkey-addr", "127.0.0.1:6379", "Valkey host:port")
+		calls    = flag.Int("calls", 1000, "calls of each operation")
+		round    = flag.Int("round", 100, "calls of each operation per round of the whole mix (a claim must get its payload within 10 s)")
+		only     = flag.String("only", "", "comma-separated operations to report (default: all)")
+		cgPID    = flag.Int("callgrind-pid", 0, "pid of a valkey-server running under valgrind --tool=callgrind, to zero and dump around each batch")
+		cgOut    = flag.String("callgrind-out", "", "that server's --callgrind-out-file (its dumps are this path .1, .2, ...)")
+		comment  = flag.String("tag", "", "a label copied into every line (for example the commit measured)")
+		annotate = flag.Bool("annotate", false, "read earlier output lines on stdin and add each one's instructionsPerCallBy from its dumps")
 	)
 	flag.Parse()
+	if *annotate {
+		if err := annotateLines(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "opcost: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	o := bench.OpCostOptions{Addr: *addr, Calls: *calls, Round: *round}
@@ -49,12 +58,36 @@ func main() {
 	}
 	enc := json.NewEncoder(os.Stdout)
 	for _, c := range costs {
-		if err := enc.Encode(struct {
-			Tag string `json:"tag,omitempty"`
-			bench.OpCost
-		}{*comment, c}); err != nil {
+		if err := enc.Encode(line{*comment, c}); err != nil {
 			fmt.Fprintf(os.Stderr, "opcost: %v\n", err)
 			os.Exit(1)
+		}
+	}
+}
+
+// line is one operation's output line.
+type line struct {
+	Tag string `json:"tag,omitempty"`
+	bench.OpCost
+}
+
+// annotateLines re-reads output lines and adds the split of each one's
+// instructions from its callgrind dumps, so a run's dumps can be read
+// again without measuring again.
+func annotateLines(in io.Reader, out io.Writer) error {
+	dec, enc := json.NewDecoder(in), json.NewEncoder(out)
+	for {
+		var l line
+		if err := dec.Decode(&l); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reading a line: %w", err)
+		}
+		if err := bench.AddParts(&l.OpCost); err != nil {
+			return err
+		}
+		if err := enc.Encode(l); err != nil {
+			return err
 		}
 	}
 }

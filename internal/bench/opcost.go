@@ -42,6 +42,9 @@ type OpCost struct {
 	// Dumps are the callgrind dumps of the batches, one a round, for
 	// callgrind_annotate.
 	Dumps []string `json:"callgrindDumps,omitempty"`
+	// Parts splits InstructionsPerCall by what the server was doing
+	// (serverParts); set by AddParts.
+	Parts map[string]float64 `json:"instructionsPerCallBy,omitempty"`
 }
 
 // Callgrind names a valkey-server running under valgrind --tool=callgrind
@@ -187,9 +190,14 @@ func MeasureOpCosts(ctx context.Context, o OpCostOptions) ([]OpCost, error) {
 	}
 	var costs []OpCost
 	for i, step := range plan {
-		if sums[i].calls > 0 {
-			costs = append(costs, sums[i].cost(step.op))
+		if sums[i].calls == 0 {
+			continue
 		}
+		c := sums[i].cost(step.op)
+		if err := AddParts(&c); err != nil {
+			return nil, err
+		}
+		costs = append(costs, c)
 	}
 	return costs, nil
 }
