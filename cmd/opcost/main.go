@@ -28,6 +28,7 @@ func main() {
 		cgPID    = flag.Int("callgrind-pid", 0, "pid of a valkey-server running under valgrind --tool=callgrind, to zero and dump around each batch")
 		cgOut    = flag.String("callgrind-out", "", "that server's --callgrind-out-file (its dumps are this path .1, .2, ...)")
 		comment  = flag.String("tag", "", "a label copied into every line (for example the commit measured)")
+		scripts  = flag.String("scripts", "", "instead of the operations, measure the definitions (and memo) of each served script in this folder (docs/performance.md)")
 		annotate = flag.Bool("annotate", false, "read earlier output lines on stdin and add each one's instructionsPerCallBy from its dumps")
 	)
 	flag.Parse()
@@ -50,6 +51,13 @@ func main() {
 			os.Exit(2)
 		}
 		o.Callgrind = &bench.Callgrind{PID: *cgPID, OutFile: *cgOut}
+	}
+	if *scripts != "" {
+		if err := printScripts(ctx, o, *scripts, *comment); err != nil {
+			fmt.Fprintf(os.Stderr, "opcost: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 	costs, err := bench.MeasureOpCosts(ctx, o)
 	if err != nil {
@@ -90,4 +98,22 @@ func annotateLines(in io.Reader, out io.Writer) error {
 			return err
 		}
 	}
+}
+
+// printScripts measures the served scripts in dir and prints a line each.
+func printScripts(ctx context.Context, o bench.OpCostOptions, dir, tag string) error {
+	costs, err := bench.MeasureScriptHeaders(ctx, o.Addr, dir, o.Calls, o.Callgrind)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for _, c := range costs {
+		if err := enc.Encode(struct {
+			Tag string `json:"tag,omitempty"`
+			bench.ScriptCost
+		}{tag, c}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -98,3 +98,33 @@ func TestNewestDumpReadsTheHighestNumberedDump(t *testing.T) {
 	_, _, err = (&Callgrind{OutFile: filepath.Join(dir, "none")}).newestDump()
 	require.Error(t, err)
 }
+
+// A served script's definitions are what comes before its operation; a
+// remembering one also gets the memo variant. Both run on a real server.
+func TestScriptHeadersCutWhereTheOperationBegins(t *testing.T) {
+	source := "-- relayd script: x\nlocal K = {\n  a = KEYS[1],\n  b = KEYS[3],\n}\nlocal REQ_ID = table.remove(ARGV, 1)\n" +
+		"local function answer_once(run)\n  return run()\nend\nlocal function helper() return redis.call('GET', K.a) end\n" +
+		"\n-- operation: x\nreturn helper()\n"
+	variants, keys, err := scriptVariants(source)
+	require.NoError(t, err)
+	require.Equal(t, 3, keys, "the highest key index, not the count of mentions")
+	require.NotContains(t, variants["definitions"], "return helper()")
+	require.True(t, strings.HasSuffix(variants["definitions"], "end\n\nreturn 1\n"), variants["definitions"])
+	require.Contains(t, variants["memo"], "return answer_once(")
+	_, _, err = scriptVariants("return 1")
+	require.Error(t, err)
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.lua"), []byte(source), 0o600))
+	srv := valkeytest.Start(t)
+	costs, err := MeasureScriptHeaders(t.Context(), srv.Addrs[0], dir, 2, nil)
+	require.NoError(t, err)
+	require.Equal(t, []ScriptCost{{Script: "x", Variant: "definitions", Keys: 3, Calls: 2}, {Script: "x", Variant: "memo", Keys: 3, Calls: 2}}, costs)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.lua"), []byte("local K = {}\n-- operation: x\n"+"error('no')\n"), 0o600))
+	_, err = MeasureScriptHeaders(t.Context(), srv.Addrs[0], dir, 1, nil)
+	require.NoError(t, err, "only the part before the operation runs")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.lua"), []byte("error('no')\n-- operation: x\n"), 0o600))
+	_, err = MeasureScriptHeaders(t.Context(), srv.Addrs[0], dir, 1, nil)
+	require.Error(t, err, "a failing script fails the run")
+}
