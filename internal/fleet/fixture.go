@@ -30,8 +30,12 @@ type FixtureOptions struct {
 	// alone, so tests can drive jobs for them by hand that no workload
 	// daemon can claim.
 	Spares int
-	// SiteID is the one site; "" means DefaultSiteID.
+	// SiteID is the main site; "" means DefaultSiteID.
 	SiteID string
+	// ExtraSites is how many more sites to register (ExtraSiteName(i)),
+	// each with the same consents as the main site, for protocol "2",
+	// which routes for every site in the fixture.
+	ExtraSites int
 }
 
 // Fixture is a generated fixture and the private keys behind it.
@@ -48,7 +52,12 @@ type Fixture struct {
 	Keys   peer.DemoKeys
 	// Spares are the spare devices, each with an owner of its own.
 	Spares []peer.DemoDevice
+	// ExtraSites are the extra sites' ids and keys.
+	ExtraSites []peer.DemoSite
 }
+
+// ExtraSiteName is the id of extra site i in a generated fixture.
+func ExtraSiteName(i int) string { return fmt.Sprintf("site_extra%02d", i) }
 
 // SpareOwnerName is the owner of spare device i.
 func SpareOwnerName(i int) string { return fmt.Sprintf("spare%03d", i) }
@@ -71,7 +80,7 @@ func RunnerName(i int) string { return fmt.Sprintf("runner_%04d", i) }
 // directory when dir is "" (the caller removes it; Fixture.Path names it).
 // The fixture is checked with the relay's own parser before it is returned.
 func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
-	if o.Devices < 1 || o.Spares < 0 {
+	if o.Devices < 1 || o.Spares < 0 || o.ExtraSites < 0 {
 		return nil, errors.New("fixture: at least one device is needed")
 	}
 	if dir == "" {
@@ -101,10 +110,26 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 	}
 	doc := projection.Empty()
 	doc.Sites = append(doc.Sites, projection.SiteRecord{SiteID: o.SiteID, Site: siteKeys.Public()})
+	siteIDs := []string{o.SiteID}
+	for i := range o.ExtraSites {
+		keys, err := peer.GenerateKeys()
+		if err != nil {
+			return nil, fmt.Errorf("fixture: %w", err)
+		}
+		extra := peer.DemoSite{SiteID: ExtraSiteName(i), Keys: keys}
+		fx.ExtraSites = append(fx.ExtraSites, extra)
+		siteIDs = append(siteIDs, extra.SiteID)
+		doc.Sites = append(doc.Sites, projection.SiteRecord{SiteID: extra.SiteID, Site: keys.Public()})
+	}
+	consent := func(owner string) {
+		for _, site := range siteIDs {
+			doc.Consents = append(doc.Consents, projection.ConsentRecord{Owner: owner, SiteID: site})
+		}
+	}
 	for i := range o.Owners {
 		owner := OwnerName(i)
 		fx.Owners = append(fx.Owners, owner)
-		doc.Consents = append(doc.Consents, projection.ConsentRecord{Owner: owner, SiteID: o.SiteID})
+		consent(owner)
 	}
 	for i := range o.Devices {
 		keys, err := peer.GenerateKeys()
@@ -124,7 +149,7 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 		dev := peer.DemoDevice{RunnerID: fmt.Sprintf("runner_spare%03d", i), Owner: owner, Keys: keys}
 		fx.Spares = append(fx.Spares, dev)
 		fx.Keys.Devices = append(fx.Keys.Devices, dev)
-		doc.Consents = append(doc.Consents, projection.ConsentRecord{Owner: owner, SiteID: o.SiteID})
+		consent(owner)
 		doc.Devices = append(doc.Devices, projection.DeviceRecord{Owner: owner, RunnerID: dev.RunnerID, Device: keys.Public()})
 	}
 

@@ -187,10 +187,25 @@ func (t *Transport) callDecode(ctx context.Context, endpoint string, req RawRequ
 		return newError(endpoint, resp)
 	}
 	if err := decode(resp.Body); err != nil {
-		return fmt.Errorf("%s: decode %d response %q: %w", endpoint, resp.Status, truncate(resp.Body), err)
+		return &DecodeError{Endpoint: endpoint, Status: resp.Status, Body: resp.Body, Err: err}
 	}
 	return nil
 }
+
+// DecodeError is a 2xx answer the peer could not read: for a "2" daemon,
+// one the published daemon's strict parse would refuse too.
+type DecodeError struct {
+	Endpoint string
+	Status   int
+	Body     []byte
+	Err      error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("%s: decode %d response %q: %v", e.Endpoint, e.Status, truncate(e.Body), e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
 
 // Error is a relay refusal: any response outside 2xx.
 type Error struct {

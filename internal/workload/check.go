@@ -39,18 +39,27 @@ const (
 	ResultUnopenable = "result-unopenable"
 	// Inconsistent: an answer that contradicts another or the protocol.
 	Inconsistent = "inconsistent"
+	// CrossProtocol: a job of one protocol offered to a daemon of the
+	// other, or a claim answer a "2" daemon could not read (the published
+	// daemon refuses such an answer whole).
+	CrossProtocol = "cross-protocol"
 )
 
 // Violation is one thing the relay must never do, found in a run.
 type Violation struct {
-	Kind   string `json:"kind"`
-	JobID  string `json:"jobId,omitempty"`
+	Kind  string `json:"kind"`
+	JobID string `json:"jobId,omitempty"`
+	// Site is the job's site: "2" lets two sites use one id.
+	Site   string `json:"site,omitempty"`
 	Detail string `json:"detail"`
 }
 
 func (v Violation) String() string {
-	if v.JobID == "" {
+	switch {
+	case v.JobID == "":
 		return v.Kind + ": " + v.Detail
+	case v.Site != "":
+		return v.Kind + " " + v.Site + "/" + v.JobID + ": " + v.Detail
 	}
 	return v.Kind + " " + v.JobID + ": " + v.Detail
 }
@@ -70,7 +79,7 @@ func (r *Run) Check() []Violation {
 func (r *Run) checkJob(j *job) []Violation {
 	out := append([]Violation(nil), j.problems...)
 	add := func(kind, format string, args ...any) {
-		out = append(out, Violation{Kind: kind, JobID: j.id, Detail: fmt.Sprintf(format, args...)})
+		out = append(out, Violation{Kind: kind, JobID: j.id, Site: j.siteID(), Detail: fmt.Sprintf(format, args...)})
 	}
 	gs := j.sortedGrants()
 

@@ -17,9 +17,12 @@ import (
 // claim) or by the site (from pending, for grants whose claim answer never
 // arrived, such as a retried claim that had already run).
 type grant struct {
-	jobID   string
+	jobID   string // the job's record key: (site, id)
 	leaseID string
 	runner  string
+	// proto is the protocol of the daemon the claim answer went to; ""
+	// when only seen in pending.
+	proto   string
 	source  string // "claim" or "pending"
 	leaseMs int64  // 0 when only seen in pending
 	// grantedAt is the store time of the claim; expiresAt the expiry it
@@ -99,7 +102,11 @@ type siteResult struct {
 
 // job is everything recorded about one job.
 type job struct {
-	id         string
+	key string // jobKey(site, id)
+	id  string // as on the wire
+	// lane is the site client that publishes, seals and collects it; its
+	// protocol is the job's.
+	lane       *lane
 	owner      string
 	deadlineAt int64
 	payload    []byte // the plaintext the site sealed, compact JSON
@@ -120,10 +127,18 @@ type job struct {
 	problems      []Violation // found while running
 }
 
+// siteID is the job's site ("" for a record built without a lane).
+func (j *job) siteID() string {
+	if j.lane == nil {
+		return ""
+	}
+	return j.lane.siteID
+}
+
 // records is the run's shared memory of what happened, behind one lock.
 type records struct {
 	mu     sync.Mutex
-	jobs   map[string]*job
+	jobs   map[string]*job // by jobKey
 	order  []string
 	leases map[string]*grant
 	// devices maps runner ids to the identity the fixture approved.
