@@ -221,3 +221,19 @@ func TestCheck_JobsOfTwoSitesUnderOneIDAreJudgedApart(t *testing.T) {
 	require.Equal(t, ResultNeverCollected, vs[0].Kind)
 	require.Equal(t, "site_b", vs[0].Site)
 }
+
+func TestDeviceProtocols_MixedGivesEveryOwnerBothWhereItCan(t *testing.T) {
+	devs := func(owners ...string) []peer.DemoDevice {
+		var out []peer.DemoDevice
+		for _, o := range owners {
+			out = append(out, peer.DemoDevice{Owner: o})
+		}
+		return out
+	}
+	cfg := Config{Protocol: ProtocolMixed, Keys: peer.DemoKeys{Devices: devs("a", "b", "a", "b")}, Daemons: 4}
+	require.Equal(t, []string{"0", "2", "2", "0"}, deviceProtocols(cfg), "each owner has a daemon of each protocol")
+	cfg = Config{Protocol: ProtocolMixed, Keys: peer.DemoKeys{Devices: devs("a", "b", "c")}, Daemons: 3}
+	require.Equal(t, []string{"0", "2", "0"}, deviceProtocols(cfg), "owners of one device split between the protocols")
+	cfg = Config{Protocol: ProtocolV2, Keys: peer.DemoKeys{Devices: devs("a", "b")}, Daemons: 2}
+	require.Equal(t, []string{"2", "2"}, deviceProtocols(cfg))
+}

@@ -152,17 +152,22 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 }
 
 // deviceProtocols gives each running device its protocol: the run's, or
-// in a mixed run "0" and "2" by turns among each owner's devices, so that
-// every owner with two devices has a daemon of each.
+// in a mixed run "0" and "2" by turns among each owner's devices, each
+// owner starting where the one before it did not, so that every owner
+// with two devices has a daemon of each and owners of one device split.
 func deviceProtocols(cfg Config) []string {
 	out := make([]string, cfg.Daemons)
-	seen := map[string]int{}
+	seen, first := map[string]int{}, map[string]int{}
 	for i, dev := range cfg.Keys.Devices[:cfg.Daemons] {
 		out[i] = cfg.Protocol
-		if cfg.Protocol == ProtocolMixed {
-			out[i] = []string{ProtocolV0, ProtocolV2}[seen[dev.Owner]%2]
-			seen[dev.Owner]++
+		if cfg.Protocol != ProtocolMixed {
+			continue
 		}
+		if _, ok := first[dev.Owner]; !ok {
+			first[dev.Owner] = len(first)
+		}
+		out[i] = []string{ProtocolV0, ProtocolV2}[(first[dev.Owner]+seen[dev.Owner])%2]
+		seen[dev.Owner]++
 	}
 	return out
 }
