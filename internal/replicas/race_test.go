@@ -26,7 +26,7 @@ import (
 func TestRace_ThreeReplicasRouteEveryJobOnceToOneDevice(t *testing.T) {
 	eachProtocol(t, func(t *testing.T, proto string) {
 		r := protoRig(t, proto, rigOptions{})
-		cfg := workload.Config{Protocol: proto, Jobs: sizeFor(proto, raceJobs(t), 5), ReplayFraction: 0.1}
+		cfg := workload.Config{Protocol: proto, Jobs: sizeFor(proto, raceJobs(t), 8), ReplayFraction: 0.1}
 		if cfg.Jobs > 10_000 {
 			// Results stay listed until their deadline; a short one keeps the
 			// listing (and every poll of it) bounded on long runs.
