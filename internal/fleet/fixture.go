@@ -109,17 +109,9 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 		},
 	}
 	doc := projection.Empty()
-	doc.Sites = append(doc.Sites, projection.SiteRecord{SiteID: o.SiteID, Site: siteKeys.Public()})
-	siteIDs := []string{o.SiteID}
-	for i := range o.ExtraSites {
-		keys, err := peer.GenerateKeys()
-		if err != nil {
-			return nil, fmt.Errorf("fixture: %w", err)
-		}
-		extra := peer.DemoSite{SiteID: ExtraSiteName(i), Keys: keys}
-		fx.ExtraSites = append(fx.ExtraSites, extra)
-		siteIDs = append(siteIDs, extra.SiteID)
-		doc.Sites = append(doc.Sites, projection.SiteRecord{SiteID: extra.SiteID, Site: keys.Public()})
+	siteIDs, err := addSites(doc, fx, o.ExtraSites)
+	if err != nil {
+		return nil, err
 	}
 	consent := func(owner string) {
 		for _, site := range siteIDs {
@@ -131,26 +123,8 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 		fx.Owners = append(fx.Owners, owner)
 		consent(owner)
 	}
-	for i := range o.Devices {
-		keys, err := peer.GenerateKeys()
-		if err != nil {
-			return nil, fmt.Errorf("fixture: %w", err)
-		}
-		dev := peer.DemoDevice{RunnerID: RunnerName(i), Owner: fx.Owners[i%o.Owners], Keys: keys}
-		fx.Keys.Devices = append(fx.Keys.Devices, dev)
-		doc.Devices = append(doc.Devices, projection.DeviceRecord{Owner: dev.Owner, RunnerID: dev.RunnerID, Device: keys.Public()})
-	}
-	for i := range o.Spares {
-		keys, err := peer.GenerateKeys()
-		if err != nil {
-			return nil, fmt.Errorf("fixture: %w", err)
-		}
-		owner := SpareOwnerName(i)
-		dev := peer.DemoDevice{RunnerID: fmt.Sprintf("runner_spare%03d", i), Owner: owner, Keys: keys}
-		fx.Spares = append(fx.Spares, dev)
-		fx.Keys.Devices = append(fx.Keys.Devices, dev)
-		consent(owner)
-		doc.Devices = append(doc.Devices, projection.DeviceRecord{Owner: owner, RunnerID: dev.RunnerID, Device: keys.Public()})
+	if err := addDevices(doc, fx, o, consent); err != nil {
+		return nil, err
 	}
 
 	data, err := json.MarshalIndent(doc, "", "  ")
@@ -173,6 +147,51 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 		return nil, fmt.Errorf("fixture: %w", err)
 	}
 	return fx, nil
+}
+
+// addSites registers the main site and n extra ones, with fresh keys for
+// the extra ones, and returns every site id.
+func addSites(doc *projection.Fixture, fx *Fixture, n int) ([]string, error) {
+	doc.Sites = append(doc.Sites, projection.SiteRecord{SiteID: fx.SiteID, Site: fx.Keys.Site.Keys.Public()})
+	siteIDs := []string{fx.SiteID}
+	for i := range n {
+		keys, err := peer.GenerateKeys()
+		if err != nil {
+			return nil, fmt.Errorf("fixture: %w", err)
+		}
+		extra := peer.DemoSite{SiteID: ExtraSiteName(i), Keys: keys}
+		fx.ExtraSites = append(fx.ExtraSites, extra)
+		siteIDs = append(siteIDs, extra.SiteID)
+		doc.Sites = append(doc.Sites, projection.SiteRecord{SiteID: extra.SiteID, Site: keys.Public()})
+	}
+	return siteIDs, nil
+}
+
+// addDevices approves the pool's devices, round-robin over the owners,
+// then the spares, each for an owner of its own who consents as others do.
+func addDevices(doc *projection.Fixture, fx *Fixture, o FixtureOptions, consent func(owner string)) error {
+	add := func(dev peer.DemoDevice) {
+		fx.Keys.Devices = append(fx.Keys.Devices, dev)
+		doc.Devices = append(doc.Devices, projection.DeviceRecord{Owner: dev.Owner, RunnerID: dev.RunnerID, Device: dev.Keys.Public()})
+	}
+	for i := range o.Devices {
+		keys, err := peer.GenerateKeys()
+		if err != nil {
+			return fmt.Errorf("fixture: %w", err)
+		}
+		add(peer.DemoDevice{RunnerID: RunnerName(i), Owner: fx.Owners[i%o.Owners], Keys: keys})
+	}
+	for i := range o.Spares {
+		keys, err := peer.GenerateKeys()
+		if err != nil {
+			return fmt.Errorf("fixture: %w", err)
+		}
+		dev := peer.DemoDevice{RunnerID: fmt.Sprintf("runner_spare%03d", i), Owner: SpareOwnerName(i), Keys: keys}
+		fx.Spares = append(fx.Spares, dev)
+		consent(dev.Owner)
+		add(dev)
+	}
+	return nil
 }
 
 // DevicesOf returns the devices of owner.

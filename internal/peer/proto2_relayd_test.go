@@ -183,10 +183,36 @@ func TestDaemon2AndSite2AgainstRelayd(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none.Jobs)
 
+	workBothSites(t, listed, siteA, siteB)
+
+	// The device-code daemon takes a job and gives it back; a lease it
+	// does not hold is reported lost.
+	_, err = siteA.Enqueue(ctx, siteA.Stub("given-back", protocol.KindGenerate, "alice", deadline))
+	require.NoError(t, err)
+	got, err := newcomer.Claim(ctx, []string{protocol.KindGenerate}, 1)
+	require.NoError(t, err)
+	require.Len(t, got.Jobs, 1)
+	released, err := newcomer.Release(ctx, []protocol.LeaseRef{{JobID: "given-back", LeaseID: got.Jobs[0].Lease.ID}}, protocol.ReasonShutdown)
+	require.NoError(t, err)
+	require.Equal(t, []string{"given-back"}, released.Released)
+	bogus := protocol.LeaseRef{JobID: "given-back", LeaseID: got.Jobs[0].Lease.ID}
+	hb, err := newcomer.Heartbeat(ctx, []protocol.LeaseRef{bogus})
+	require.NoError(t, err)
+	require.Equal(t, []protocol.LeaseRef{bogus}, hb.Lost)
+	require.Len(t, hb.Sites, 2)
+
+	requirePublishedSchemasAccept(t, rec.exchanges())
+}
+
+// workBothSites has d claim the two sites' "same-id" jobs, each site seal
+// its own, d run both, and each site collect only its own result.
+func workBothSites(t *testing.T, listed *peer.Daemon2, siteA, siteB *peer.Site2) {
+	t.Helper()
+	ctx := t.Context()
 	claimed, err := listed.Claim(ctx, []string{protocol.KindGenerate}, 8)
 	require.NoError(t, err)
 	require.Len(t, claimed.Jobs, 2, "one job of each site, under the same id")
-	sitesOf := map[string]*peer.Site2{r.siteA.KeyID(): siteA, r.siteB.KeyID(): siteB}
+	sitesOf := map[string]*peer.Site2{siteA.Keys().KeyID(): siteA, siteB.Keys().KeyID(): siteB}
 	var wg sync.WaitGroup
 	for _, job := range claimed.Jobs {
 		require.Equal(t, "same-id", job.ID)
@@ -216,23 +242,6 @@ func TestDaemon2AndSite2AgainstRelayd(t *testing.T) {
 		require.Len(t, listing.Jobs, 1, "a site lists only its own result")
 	}
 
-	// The device-code daemon takes a job and gives it back; a lease it
-	// does not hold is reported lost.
-	_, err = siteA.Enqueue(ctx, siteA.Stub("given-back", protocol.KindGenerate, "alice", deadline))
-	require.NoError(t, err)
-	got, err := newcomer.Claim(ctx, []string{protocol.KindGenerate}, 1)
-	require.NoError(t, err)
-	require.Len(t, got.Jobs, 1)
-	released, err := newcomer.Release(ctx, []protocol.LeaseRef{{JobID: "given-back", LeaseID: got.Jobs[0].Lease.ID}}, protocol.ReasonShutdown)
-	require.NoError(t, err)
-	require.Equal(t, []string{"given-back"}, released.Released)
-	bogus := protocol.LeaseRef{JobID: "given-back", LeaseID: got.Jobs[0].Lease.ID}
-	hb, err := newcomer.Heartbeat(ctx, []protocol.LeaseRef{bogus})
-	require.NoError(t, err)
-	require.Equal(t, []protocol.LeaseRef{bogus}, hb.Lost)
-	require.Len(t, hb.Sites, 2)
-
-	requirePublishedSchemasAccept(t, rec.exchanges())
 }
 
 func requireSites(t *testing.T, d *peer.Daemon2, want ...peer.Keys) {
