@@ -237,3 +237,16 @@ func TestDeviceProtocols_MixedGivesEveryOwnerBothWhereItCan(t *testing.T) {
 	cfg = Config{Protocol: ProtocolV2, Keys: peer.DemoKeys{Devices: devs("a", "b")}, Daemons: 2}
 	require.Equal(t, []string{"2", "2"}, deviceProtocols(cfg))
 }
+
+func TestCheck_AnAnswerThePeerCannotReadIsInconsistentOncePerEndpoint(t *testing.T) {
+	r := testRun(false)
+	bad := &peer.DecodeError{Endpoint: "site/pending", Status: 200, Body: []byte(`{"jobs":null}`), Err: errors.New("jobs: not an array")}
+	r.noteUnreadable("site/pending", errors.New("no answer"))
+	require.Empty(t, r.Check())
+	for range 3 {
+		r.noteUnreadable("site/pending", fmt.Errorf("site/pending: %w", bad))
+	}
+	r.noteUnreadable("claim", bad)
+	require.Equal(t, []string{Inconsistent}, kinds(r.Check()), "one per endpoint; claims are judged as cross-protocol apart")
+	require.Equal(t, 3, r.rec.unreadable["site/pending"])
+}

@@ -157,7 +157,10 @@ func (d *daemon) noteUnreadable(err error) {
 	r := d.run
 	r.rec.mu.Lock()
 	defer r.rec.mu.Unlock()
-	r.problem(nil, CrossProtocol, "a protocol %q daemon (%s) could not read its claim answer: %v", d.proto, d.dev.RunnerID, bad)
+	if r.rec.unreadable["claim"] == 0 {
+		r.problem(nil, CrossProtocol, "a protocol %q daemon (%s) could not read its claim answer (later ones are counted in the report): %v", d.proto, d.dev.RunnerID, bad)
+	}
+	r.rec.unreadable["claim"]++
 }
 
 // recordGrant notes a grant from a claim answer and checks what the answer

@@ -145,10 +145,12 @@ type records struct {
 	devices map[string]protocol.PublicIdentity
 	// general holds violations not tied to one job.
 	general []Violation
+	// unreadable counts, per endpoint, 2xx answers that did not parse.
+	unreadable map[string]int
 }
 
 func newRecords() *records {
-	return &records{jobs: map[string]*job{}, leases: map[string]*grant{}, devices: map[string]protocol.PublicIdentity{}}
+	return &records{jobs: map[string]*job{}, leases: map[string]*grant{}, devices: map[string]protocol.PublicIdentity{}, unreadable: map[string]int{}}
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }

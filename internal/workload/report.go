@@ -52,6 +52,9 @@ type Report struct {
 	Tries    map[string]int `json:"tries"`
 	// Errors counts failed calls and notable events by kind.
 	Errors map[string]int `json:"errors"`
+	// Unreadable counts, per endpoint, 2xx answers the peers could not
+	// read (each endpoint's first is a violation).
+	Unreadable map[string]int `json:"unreadable,omitempty"`
 	// Latency is per endpoint, per call (a retried call counts once, with
 	// all its tries).
 	Latency map[string]Latency `json:"latency"`
@@ -73,6 +76,10 @@ func (r *Run) Report() Report {
 	}
 	r.rec.mu.Lock()
 	rep.Grants = len(r.rec.leases)
+	rep.Unreadable = make(map[string]int, len(r.rec.unreadable))
+	for k, v := range r.rec.unreadable {
+		rep.Unreadable[k] = v
+	}
 	for _, j := range r.rec.jobs {
 		if len(j.grants) > 1 {
 			rep.Regranted++

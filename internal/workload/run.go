@@ -361,6 +361,7 @@ func (r *Run) call(ctx context.Context, endpoint string, fn func(ctx context.Con
 			return total, err
 		}
 		r.st.call(endpoint, time.Since(t0), ci, err)
+		r.noteUnreadable(endpoint, err)
 		if peer.ErrorCode(err) != protocol.CodeRateLimited {
 			return total, err
 		}
@@ -368,6 +369,28 @@ func (r *Run) call(ctx context.Context, endpoint string, fn func(ctx context.Con
 			return total, err
 		}
 	}
+}
+
+// noteUnreadable counts a 2xx answer the peer could not read: the "2"
+// peers read answers as strictly as the published clients, which would
+// fail on it too. Claims are judged apart (daemon.noteUnreadable).
+func (r *Run) noteUnreadable(endpoint string, err error) {
+	var bad *peer.DecodeError
+	if endpoint == "claim" || !errors.As(err, &bad) {
+		return
+	}
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	if r.rec.unreadable[endpoint] == 0 {
+		r.problem(nil, Inconsistent, "%s answered %d with a body the peer cannot read (later ones are counted in the report): %v", endpoint, bad.Status, bad)
+	}
+	r.rec.unreadable[endpoint]++
+}
+
+// unreadable reports whether err is a 2xx answer that did not parse.
+func unreadable(err error) bool {
+	var bad *peer.DecodeError
+	return errors.As(err, &bad)
 }
 
 // retryAfter is how long a 429 asks the caller to wait (its retryAfter is
@@ -434,7 +457,7 @@ func (r *Run) enqueue(ctx context.Context, key string) {
 			r.enqueued.Add(1)
 			return
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || unreadable(err) {
 			return
 		}
 		if st := peer.ErrorStatus(err); st != 0 && st < 500 {
