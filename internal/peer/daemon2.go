@@ -139,7 +139,7 @@ func (d *Daemon2) Do(ctx context.Context, endpoint string, body []byte) (RawResp
 	return d.Raw(ctx, RawRequest{Method: http.MethodPost, Path: d.Path(endpoint), Header: d.SignHeaders(endpoint, body), Body: body})
 }
 
-// send encodes req as JSON.stringify would, posts it (signed unless it is
+// send2 encodes req as JSON.stringify would, posts it (signed unless it is
 // a pairing call) and reads the answer with decode.
 func send2[Resp any](ctx context.Context, d *Daemon2, endpoint string, signed bool, req any, decode func([]byte) (Resp, error)) (Resp, error) {
 	var resp Resp

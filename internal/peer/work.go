@@ -25,6 +25,10 @@ type Steps struct {
 	FetchEvery time.Duration
 	// FetchFor bounds the fetch poll; 0 means Config.FetchWait.
 	FetchFor time.Duration
+	// FetchBackoffTo, when set, doubles the pause after each unsuccessful
+	// fetch, from FetchEvery up to it, as the published "2" daemon's
+	// fetch does (50 ms doubling to 1 s, protocol-2 §8.1.4).
+	FetchBackoffTo time.Duration
 	// Persist polls on through transport failures and 5xx answers as well
 	// as not-ready, and when the poll runs out releases the lease
 	// (backend-down) instead of leaving the job to the relay's sweep.
@@ -232,6 +236,9 @@ func (w *work) awaitPayload(ctx context.Context) (protocol.SealedEnvelope, error
 		}
 		if err := clock.Sleep(ctx, every); err != nil {
 			return protocol.SealedEnvelope{}, fail(fmt.Errorf("waiting for payload: %w", err))
+		}
+		if w.steps.FetchBackoffTo > every {
+			every = min(2*every, w.steps.FetchBackoffTo)
 		}
 	}
 }

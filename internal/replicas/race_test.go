@@ -27,6 +27,12 @@ func TestRace_ThreeReplicasRouteEveryJobOnceToOneDevice(t *testing.T) {
 	eachProtocol(t, func(t *testing.T, proto string) {
 		r := protoRig(t, proto, rigOptions{})
 		cfg := workload.Config{Protocol: proto, Jobs: sizeFor(proto, raceJobs(t), 8), ReplayFraction: 0.1}
+		if proto != workload.ProtocolV0 {
+			// Some "2" jobs' first grant lapses unsealed: each must go
+			// back to that grant's runner only, whichever replica the
+			// other daemons claim through (Check's reoffer).
+			cfg.UnsealedFraction = 0.01
+		}
 		if cfg.Jobs > 10_000 {
 			// Results stay listed until their deadline; a short one keeps the
 			// listing (and every poll of it) bounded on long runs.
@@ -38,6 +44,9 @@ func TestRace_ThreeReplicasRouteEveryJobOnceToOneDevice(t *testing.T) {
 			require.Positive(t, rep.Tries[base[len("http://"):]], "replica %s served requests", base)
 		}
 		requireEveryProtocolServed(t, proto, rep)
+		if cfg.UnsealedFraction > 0 {
+			require.Positive(t, rep.Unsealed, "some grants were left unsealed")
+		}
 	})
 }
 

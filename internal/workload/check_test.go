@@ -250,3 +250,21 @@ func TestCheck_AnAnswerThePeerCannotReadIsInconsistentOncePerEndpoint(t *testing
 	require.Equal(t, []string{Inconsistent}, kinds(r.Check()), "one per endpoint; claims are judged as cross-protocol apart")
 	require.Equal(t, 3, r.rec.unreadable["site/pending"])
 }
+
+func TestCheck_AJobLeftUnsealedMustGoBackToItsClaimantOnly(t *testing.T) {
+	build := func(second string, at int64) *Run {
+		r := testRun(false)
+		key := jobKey("site_a", "a")
+		j := &job{key: key, id: "a", lane: &lane{proto: ProtocolV2, siteID: "site_a"}, pendingDevice: map[string]protocol.PublicIdentity{}, enqueued: true, enqueueState: "queued"}
+		r.rec.jobs[key], r.rec.order = j, []string{key}
+		r.rec.addGrant(&grant{jobID: key, leaseID: "L1", runner: "r1", source: "pending", grantedAt: 100_000, expiresAt: 160_000, unsealed: true})
+		r.rec.addGrant(&grant{jobID: key, leaseID: "L2", runner: second, source: "pending", grantedAt: at, expiresAt: at + 60_000, sealed: true, fetched: true, accepted: true})
+		j.accepted = []acceptance{{leaseID: "L2", runner: second, recv: at + 900}}
+		j.site = &siteResult{leaseID: "L2", runner: second}
+		return r
+	}
+	require.Empty(t, build("r1", 110_100).Check(), "back to the runner that let it lapse")
+	vs := build("r2", 110_100).Check()
+	require.Equal(t, []string{Reoffer}, kinds(vs), Summary(vs, 5))
+	require.Empty(t, build("r2", 120_000).Check(), "anyone, once a sealing window passed after the lapse (D8)")
+}

@@ -61,6 +61,14 @@ type Config struct {
 	// and the jobs go to someone else.
 	AbandonFraction float64
 
+	// UnsealedFraction of "2" jobs have their first grant left unsealed
+	// by the site, so that its sealing window lapses: the relay must then
+	// offer the job again only to that grant's runner (the sticky
+	// re-offer, protocol-2 §4.5), and Check holds it to that. Each such
+	// job waits out one 10 s window and holds one of its (site, owner)'s
+	// two unsealed slots meanwhile, so keep it small.
+	UnsealedFraction float64
+
 	// PendingInterval is the site's pending poll; 0 means 10 ms.
 	PendingInterval time.Duration
 	// FetchInterval is a daemon's fetch poll while a payload is not sealed;
@@ -127,8 +135,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Daemons == 0 {
 		return c, errors.New("workload: no devices to run daemons on")
 	}
-	if c.ReplayFraction < 0 || c.ReplayFraction > 1 || c.AbandonFraction < 0 || c.AbandonFraction >= 1 {
-		return c, fmt.Errorf("workload: fractions out of range (replay %v, abandon %v)", c.ReplayFraction, c.AbandonFraction)
+	if c.ReplayFraction < 0 || c.ReplayFraction > 1 || c.AbandonFraction < 0 || c.AbandonFraction >= 1 ||
+		c.UnsealedFraction < 0 || c.UnsealedFraction >= 1 {
+		return c, fmt.Errorf("workload: fractions out of range (replay %v, abandon %v, unsealed %v)", c.ReplayFraction, c.AbandonFraction, c.UnsealedFraction)
 	}
 	switch c.Protocol {
 	case "":

@@ -265,6 +265,15 @@ func (d *daemon) abandonStage(ref protocol.LeaseRef) int {
 	return keepGrant
 }
 
+// fetchBackoff is how far a daemon's fetch poll backs off: "2" daemons
+// back off to 1 s as the published daemon does; "0" ones poll evenly.
+func (d *daemon) fetchBackoff() time.Duration {
+	if d.proto == ProtocolV2 {
+		return time.Second
+	}
+	return 0
+}
+
 // resultCall is what the run saw of a result post.
 type resultCall struct {
 	info callInfo
@@ -284,6 +293,7 @@ func (d *daemon) steps(g *grant, stage int) (peer.Steps, *resultCall) {
 		// that not-ready polls stay few.
 		FirstFetchAfter: max(r.cfg.FetchInterval, time.Duration(r.sealWait.Load())*3/4),
 		FetchEvery:      r.cfg.FetchInterval,
+		FetchBackoffTo:  d.fetchBackoff(),
 		FetchFor:        protocol.AwaitingPayloadMs*time.Millisecond + 5*time.Second,
 		Persist:         true,
 		Send: func(ctx context.Context, endpoint string, request func(context.Context) error) error {
@@ -309,10 +319,13 @@ func (d *daemon) steps(g *grant, stage int) (peer.Steps, *resultCall) {
 		// The lease is taken as ended from the moment the release is sent,
 		// whatever the answer: the relay may have acted on it even if the
 		// answer was lost.
-		Releasing: func(string) {
+		Releasing: func(reason string) {
 			r.rec.mu.Lock()
 			if g.releasedAt == 0 {
 				g.releasedAt = nowMs()
+			}
+			if reason == protocol.ReasonRefused && g.refusedAt == 0 {
+				g.refusedAt = g.releasedAt
 			}
 			r.rec.mu.Unlock()
 		},

@@ -41,11 +41,16 @@ type grant struct {
 	// the holder. fetched and accepted: the daemon's fetch and result
 	// under this lease succeeded.
 	sealed, fetched, accepted bool
-	// releasedAt is when the daemon sent a release that gave the lease back.
+	// releasedAt is when the daemon sent a release that gave the lease
+	// back; refusedAt the same for a release with reason refused.
 	releasedAt int64
+	refusedAt  int64
 	sealState  int // sealNone, sealQueued or sealDone: the site's progress
-	abandoned  bool
-	lost       bool // a heartbeat reported it lost
+	// unsealed: the site never seals this grant, on purpose, so that its
+	// sealing window lapses (Config.UnsealedFraction).
+	unsealed  bool
+	abandoned bool
+	lost      bool // a heartbeat reported it lost
 }
 
 // The site's progress in sealing a grant's payload.
@@ -118,6 +123,9 @@ type job struct {
 	// created the job already.
 	enqueueState   string
 	enqueueRetried bool
+
+	// unsealedDecided: leaveUnsealed has chosen for this job.
+	unsealedDecided bool
 
 	grants        []*grant
 	pendingDevice map[string]protocol.PublicIdentity // by lease id

@@ -25,9 +25,11 @@ type Report struct {
 	// Grants counts distinct leases seen; Regranted the jobs granted more
 	// than once; Abandoned the grants dropped on purpose; LostLeases those
 	// a heartbeat reported lost; Released those given back.
-	Grants     int `json:"grants"`
-	Regranted  int `json:"regranted"`
-	Abandoned  int `json:"abandoned"`
+	Grants    int `json:"grants"`
+	Regranted int `json:"regranted"`
+	Abandoned int `json:"abandoned"`
+	// Unsealed counts grants the site left unsealed on purpose.
+	Unsealed   int `json:"unsealed"`
 	LostLeases int `json:"lostLeases"`
 	Released   int `json:"released"`
 	// Accepted counts results the relay accepted; RetriedDuplicates the
@@ -107,6 +109,9 @@ func (r *Run) Report() Report {
 		if g.abandoned {
 			rep.Abandoned++
 		}
+		if g.unsealed {
+			rep.Unsealed++
+		}
 		if g.lost {
 			rep.LostLeases++
 		}
@@ -164,8 +169,8 @@ func (rep Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "protocol %s, %d replicas, %d daemons: %d/%d jobs collected %v in %s (%.0f jobs/s), %s\n",
 		rep.Protocol, rep.Replicas, rep.Daemons, rep.Collected, rep.Jobs, rep.CollectedByProtocol, rep.Elapsed.Round(time.Millisecond), rep.JobsPerSecond, rep.StopReason)
-	fmt.Fprintf(&b, "grants %d (jobs regranted %d, abandoned %d, lost %d, released %d); accepted %d (retried duplicates %d); replays %d; not-ready polls %d; retries %d\n",
-		rep.Grants, rep.Regranted, rep.Abandoned, rep.LostLeases, rep.Released, rep.Accepted, rep.RetriedDuplicates, rep.Replays, rep.NotReadyPolls, rep.Retries)
+	fmt.Fprintf(&b, "grants %d (jobs regranted %d, left unsealed %d, abandoned %d, lost %d, released %d); accepted %d (retried duplicates %d); replays %d; not-ready polls %d; retries %d\n",
+		rep.Grants, rep.Regranted, rep.Unsealed, rep.Abandoned, rep.LostLeases, rep.Released, rep.Accepted, rep.RetriedDuplicates, rep.Replays, rep.NotReadyPolls, rep.Retries)
 	for _, k := range sortedKeys(rep.Latency) {
 		fmt.Fprintf(&b, "  %-13s %s\n", k, rep.Latency[k])
 	}

@@ -33,7 +33,7 @@ func (r *Run) pendingLoop(ctx context.Context, ln *lane) {
 			var todo []sealTask
 			r.rec.mu.Lock()
 			for _, pj := range resp.Jobs {
-				if g := r.notePending(ln, pj); g != nil && g.sealState == sealNone {
+				if g := r.notePending(ln, pj); g != nil && g.sealState == sealNone && !r.leaveUnsealed(g) {
 					g.sealState = sealQueued
 					todo = append(todo, sealTask{ln: ln, pj: pj})
 				}
@@ -51,6 +51,19 @@ func (r *Run) pendingLoop(ctx context.Context, ln *lane) {
 			return
 		}
 	}
+}
+
+// leaveUnsealed decides, at the first grant of a "2" job the site sees,
+// whether the site lets it lapse unsealed (Config.UnsealedFraction).
+// r.rec.mu is held.
+func (r *Run) leaveUnsealed(g *grant) bool {
+	j := r.rec.jobs[g.jobID]
+	if j.unsealedDecided {
+		return g.unsealed
+	}
+	j.unsealedDecided = true
+	g.unsealed = j.lane.proto == ProtocolV2 && fraction("unsealed/"+j.key) < r.cfg.UnsealedFraction
+	return g.unsealed
 }
 
 // notePending records a pending entry: the grant it shows (new if its claim
