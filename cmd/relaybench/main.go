@@ -20,6 +20,7 @@ import (
 	"github.com/byollm/relayd/internal/bench"
 	"github.com/byollm/relayd/internal/fleet"
 	"github.com/byollm/relayd/internal/plot"
+	"github.com/byollm/relayd/internal/workload"
 )
 
 func main() {
@@ -28,6 +29,7 @@ func main() {
 		valkeyAddr = flag.String("valkey-addr", "", "Valkey host:port for the valkey scenarios (they are skipped without it)")
 		scenarios  = flag.String("scenarios", "lifecycle,limit,depth", "comma-separated: lifecycle, limit, depth")
 		jobs       = flag.Int("jobs", 3000, "jobs per lifecycle run")
+		proto      = flag.String("protocol", "0", `the peers' wire protocol: 0, 2 (the published clients'), or mixed ("0" and "2" peers at once)`)
 		daemons    = flag.Int("daemons", 16, "daemons")
 		siteConc   = flag.Int("site-concurrency", 16, "concurrent enqueues and seals of the site")
 		prefill    = flag.Int("prefill", 0, "jobs queued for an owner nobody serves before each lifecycle run")
@@ -49,7 +51,7 @@ func main() {
 	defer stop()
 	err := profiled(*loadProf, func() error {
 		return run(ctx, options{
-			relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), jobs: *jobs, daemons: *daemons,
+			relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), jobs: *jobs, daemons: *daemons, protocol: *proto,
 			siteConc: *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
 			plotPath: *plotPath, clients: *clients, requests: *requests, cpuProfile: *cpuProfile,
 			satWorkers: *satWorkers, satSeconds: *satSeconds, maxProcs: *maxProcs, loadedReplicas: *loadedReps,
@@ -81,6 +83,7 @@ func profiled(path string, f func() error) error {
 
 type options struct {
 	relayd, valkeyAddr, plotPath, cpuProfile string
+	protocol                                 string
 	scenarios                                []string
 	jobs, daemons, siteConc, prefill         int
 	replicas, depths                         []int
@@ -101,7 +104,12 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	base := bench.Lifecycle{Binary: o.relayd, ValkeyAddr: o.valkeyAddr, Jobs: o.jobs, Daemons: o.daemons,
+	switch o.protocol {
+	case workload.ProtocolV0, workload.ProtocolV2, workload.ProtocolMixed:
+	default:
+		return fmt.Errorf("--protocol %q: want 0, 2 or mixed", o.protocol)
+	}
+	base := bench.Lifecycle{Binary: o.relayd, ValkeyAddr: o.valkeyAddr, Jobs: o.jobs, Daemons: o.daemons, Protocol: o.protocol,
 		SiteConcurrency: o.siteConc, Prefill: o.prefill, GOMAXPROCS: o.maxProcs, LoadedReplicas: o.loadedReplicas, Logf: logf}
 	stores := []string{"memory"}
 	if o.valkeyAddr != "" {

@@ -33,6 +33,10 @@ type Lifecycle struct {
 	ValkeyAddr string
 	// Jobs, Daemons and SiteConcurrency shape the load.
 	Jobs, Daemons, SiteConcurrency int
+	// Protocol is the peers' wire protocol: workload.ProtocolV0 (""),
+	// ProtocolV2 or ProtocolMixed. "2" and mixed publish their "2" jobs
+	// from two sites under the same ids.
+	Protocol string
 	// GOMAXPROCS, when positive, caps each replica's Go scheduler, as a
 	// container CPU limit would.
 	GOMAXPROCS int
@@ -56,6 +60,7 @@ type Lifecycle struct {
 // run only; compare them as ratios within one run.
 type Result struct {
 	Scenario      string                      `json:"scenario"`
+	Protocol      string                      `json:"protocol"`
 	Store         string                      `json:"store"`
 	Replicas      int                         `json:"replicas"`
 	Loaded        int                         `json:"loadedReplicas,omitempty"`
@@ -107,7 +112,11 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 		return Result{}, err
 	}
 	defer os.RemoveAll(dir)
-	fx, err := fleet.WriteFixture(dir, fleet.FixtureOptions{Devices: l.Daemons})
+	extra := 0
+	if l.Protocol != "" && l.Protocol != workload.ProtocolV0 {
+		extra = 1
+	}
+	fx, err := fleet.WriteFixture(dir, fleet.FixtureOptions{Devices: l.Daemons, ExtraSites: extra})
 	if err != nil {
 		return Result{}, err
 	}
@@ -140,7 +149,7 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 		urls = urls[:n]
 	}
 	run, err := workload.Execute(ctx, workload.Config{
-		BaseURLs: urls, Keys: fx.Pool(), Jobs: l.Jobs, EnqueueConcurrency: l.SiteConcurrency,
+		BaseURLs: urls, Keys: fx.Pool(), Protocol: l.Protocol, ExtraSites: fx.ExtraSites, Jobs: l.Jobs, EnqueueConcurrency: l.SiteConcurrency,
 		// Finished jobs stay listed in results until their deadline, so a
 		// short one keeps the site's polls the size a real site's would be.
 		SealWorkers: l.SiteConcurrency, JobTTL: time.Minute, Logf: logf,
@@ -212,7 +221,7 @@ func takeSample(ctx context.Context, l Lifecycle, adminURLs []string) (sample, e
 func lifecycleResult(l Lifecycle, run *workload.Run, before, after sample, loadCPU time.Duration) Result {
 	rep := run.Report()
 	res := Result{
-		Scenario: "lifecycle", Store: l.Store, Replicas: l.Replicas, Loaded: loaded(l), GOMAXPROCS: l.GOMAXPROCS, Daemons: rep.Daemons, Jobs: l.Jobs, Prefill: l.Prefill,
+		Scenario: "lifecycle", Protocol: rep.Protocol, Store: l.Store, Replicas: l.Replicas, Loaded: loaded(l), GOMAXPROCS: l.GOMAXPROCS, Daemons: rep.Daemons, Jobs: l.Jobs, Prefill: l.Prefill,
 		Collected: rep.Collected, JobsPerSecond: rep.JobsPerSecond, Latency: rep.Latency, Errors: rep.Errors,
 		Violations: len(run.Check()),
 	}

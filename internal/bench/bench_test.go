@@ -9,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/byollm/relayd/internal/fleet"
 	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/internal/workload"
 )
 
 // TestSaturateRoutesEveryJobThroughTheStore runs the store-only scenario
@@ -64,5 +66,21 @@ func TestLoadedReplicasNamesOnlyAStrictSubset(t *testing.T) {
 	} {
 		got := loaded(Lifecycle{Replicas: c.replicas, LoadedReplicas: c.loaded})
 		require.Equal(t, c.want, got, "replicas %d, loaded %d", c.replicas, c.loaded)
+	}
+}
+
+// TestRunLifecycleSpeaksEachProtocol runs a small lifecycle on the memory
+// store under each protocol: every job is collected, nothing is judged a
+// violation, and the result names its protocol and the jobs' mix.
+func TestRunLifecycleSpeaksEachProtocol(t *testing.T) {
+	bin := fleet.TestBinary(t)
+	for _, proto := range []string{workload.ProtocolV0, workload.ProtocolV2, workload.ProtocolMixed} {
+		t.Run("protocol="+proto, func(t *testing.T) {
+			res, err := RunLifecycle(t.Context(), Lifecycle{Binary: bin, Store: "memory", Replicas: 1, Jobs: 60, Daemons: 4, SiteConcurrency: 4, Protocol: proto})
+			require.NoError(t, err)
+			require.Equal(t, proto, res.Protocol)
+			require.Equal(t, 60, res.Collected)
+			require.Zero(t, res.Violations)
+		})
 	}
 }

@@ -30,8 +30,12 @@ type FixtureOptions struct {
 	// alone, so tests can drive jobs for them by hand that no workload
 	// daemon can claim.
 	Spares int
-	// SiteID is the one site; "" means DefaultSiteID.
+	// SiteID is the main site; "" means DefaultSiteID.
 	SiteID string
+	// ExtraSites is how many more sites to register (ExtraSiteName(i)),
+	// each with the same consents as the main site, for protocol "2",
+	// which routes for every site in the fixture.
+	ExtraSites int
 }
 
 // Fixture is a generated fixture and the private keys behind it.
@@ -48,7 +52,12 @@ type Fixture struct {
 	Keys   peer.DemoKeys
 	// Spares are the spare devices, each with an owner of its own.
 	Spares []peer.DemoDevice
+	// ExtraSites are the extra sites' ids and keys.
+	ExtraSites []peer.DemoSite
 }
+
+// ExtraSiteName is the id of extra site i in a generated fixture.
+func ExtraSiteName(i int) string { return fmt.Sprintf("site_extra%02d", i) }
 
 // SpareOwnerName is the owner of spare device i.
 func SpareOwnerName(i int) string { return fmt.Sprintf("spare%03d", i) }
@@ -71,7 +80,7 @@ func RunnerName(i int) string { return fmt.Sprintf("runner_%04d", i) }
 // directory when dir is "" (the caller removes it; Fixture.Path names it).
 // The fixture is checked with the relay's own parser before it is returned.
 func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
-	if o.Devices < 1 || o.Spares < 0 {
+	if o.Devices < 1 || o.Spares < 0 || o.ExtraSites < 0 {
 		return nil, errors.New("fixture: at least one device is needed")
 	}
 	if dir == "" {
@@ -100,32 +109,22 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 		},
 	}
 	doc := projection.Empty()
-	doc.Sites = append(doc.Sites, projection.SiteRecord{SiteID: o.SiteID, Site: siteKeys.Public()})
+	siteIDs, err := addSites(doc, fx, o.ExtraSites)
+	if err != nil {
+		return nil, err
+	}
+	consent := func(owner string) {
+		for _, site := range siteIDs {
+			doc.Consents = append(doc.Consents, projection.ConsentRecord{Owner: owner, SiteID: site})
+		}
+	}
 	for i := range o.Owners {
 		owner := OwnerName(i)
 		fx.Owners = append(fx.Owners, owner)
-		doc.Consents = append(doc.Consents, projection.ConsentRecord{Owner: owner, SiteID: o.SiteID})
+		consent(owner)
 	}
-	for i := range o.Devices {
-		keys, err := peer.GenerateKeys()
-		if err != nil {
-			return nil, fmt.Errorf("fixture: %w", err)
-		}
-		dev := peer.DemoDevice{RunnerID: RunnerName(i), Owner: fx.Owners[i%o.Owners], Keys: keys}
-		fx.Keys.Devices = append(fx.Keys.Devices, dev)
-		doc.Devices = append(doc.Devices, projection.DeviceRecord{Owner: dev.Owner, RunnerID: dev.RunnerID, Device: keys.Public()})
-	}
-	for i := range o.Spares {
-		keys, err := peer.GenerateKeys()
-		if err != nil {
-			return nil, fmt.Errorf("fixture: %w", err)
-		}
-		owner := SpareOwnerName(i)
-		dev := peer.DemoDevice{RunnerID: fmt.Sprintf("runner_spare%03d", i), Owner: owner, Keys: keys}
-		fx.Spares = append(fx.Spares, dev)
-		fx.Keys.Devices = append(fx.Keys.Devices, dev)
-		doc.Consents = append(doc.Consents, projection.ConsentRecord{Owner: owner, SiteID: o.SiteID})
-		doc.Devices = append(doc.Devices, projection.DeviceRecord{Owner: owner, RunnerID: dev.RunnerID, Device: keys.Public()})
+	if err := addDevices(doc, fx, o, consent); err != nil {
+		return nil, err
 	}
 
 	data, err := json.MarshalIndent(doc, "", "  ")
@@ -148,6 +147,51 @@ func WriteFixture(dir string, o FixtureOptions) (*Fixture, error) {
 		return nil, fmt.Errorf("fixture: %w", err)
 	}
 	return fx, nil
+}
+
+// addSites registers the main site and n extra ones, with fresh keys for
+// the extra ones, and returns every site id.
+func addSites(doc *projection.Fixture, fx *Fixture, n int) ([]string, error) {
+	doc.Sites = append(doc.Sites, projection.SiteRecord{SiteID: fx.SiteID, Site: fx.Keys.Site.Keys.Public()})
+	siteIDs := []string{fx.SiteID}
+	for i := range n {
+		keys, err := peer.GenerateKeys()
+		if err != nil {
+			return nil, fmt.Errorf("fixture: %w", err)
+		}
+		extra := peer.DemoSite{SiteID: ExtraSiteName(i), Keys: keys}
+		fx.ExtraSites = append(fx.ExtraSites, extra)
+		siteIDs = append(siteIDs, extra.SiteID)
+		doc.Sites = append(doc.Sites, projection.SiteRecord{SiteID: extra.SiteID, Site: keys.Public()})
+	}
+	return siteIDs, nil
+}
+
+// addDevices approves the pool's devices, round-robin over the owners,
+// then the spares, each for an owner of its own who consents as others do.
+func addDevices(doc *projection.Fixture, fx *Fixture, o FixtureOptions, consent func(owner string)) error {
+	add := func(dev peer.DemoDevice) {
+		fx.Keys.Devices = append(fx.Keys.Devices, dev)
+		doc.Devices = append(doc.Devices, projection.DeviceRecord{Owner: dev.Owner, RunnerID: dev.RunnerID, Device: dev.Keys.Public()})
+	}
+	for i := range o.Devices {
+		keys, err := peer.GenerateKeys()
+		if err != nil {
+			return fmt.Errorf("fixture: %w", err)
+		}
+		add(peer.DemoDevice{RunnerID: RunnerName(i), Owner: fx.Owners[i%o.Owners], Keys: keys})
+	}
+	for i := range o.Spares {
+		keys, err := peer.GenerateKeys()
+		if err != nil {
+			return fmt.Errorf("fixture: %w", err)
+		}
+		dev := peer.DemoDevice{RunnerID: fmt.Sprintf("runner_spare%03d", i), Owner: SpareOwnerName(i), Keys: keys}
+		fx.Spares = append(fx.Spares, dev)
+		consent(dev.Owner)
+		add(dev)
+	}
+	return nil
 }
 
 // DevicesOf returns the devices of owner.

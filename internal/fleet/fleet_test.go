@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/byollm/relayd/internal/fleet"
 	"github.com/byollm/relayd/internal/peer"
+	"github.com/byollm/relayd/projection"
 )
 
 func TestWriteFixture_KeysMatchTheFixtureAndSparesStandApart(t *testing.T) {
@@ -29,6 +31,28 @@ func TestWriteFixture_KeysMatchTheFixtureAndSparesStandApart(t *testing.T) {
 		require.Equal(t, fx.Keys.Devices[i].RunnerID, d.RunnerID)
 		require.Equal(t, fx.Keys.Devices[i].Keys.Public(), d.Keys.Public())
 	}
+}
+
+func TestWriteFixture_ExtraSitesShareEveryConsent(t *testing.T) {
+	fx, err := fleet.WriteFixture(t.TempDir(), fleet.FixtureOptions{Devices: 2, Owners: 2, Spares: 1, ExtraSites: 2})
+	require.NoError(t, err)
+	require.Len(t, fx.ExtraSites, 2)
+	raw, err := os.ReadFile(fx.Path)
+	require.NoError(t, err)
+	doc, err := projection.Parse(raw)
+	require.NoError(t, err)
+	sites := []string{fx.SiteID, fx.ExtraSites[0].SiteID, fx.ExtraSites[1].SiteID}
+	var registered []string
+	for _, s := range doc.Sites {
+		registered = append(registered, s.SiteID)
+	}
+	require.Equal(t, sites, registered)
+	require.Equal(t, fx.ExtraSites[1].Keys.Public(), doc.Sites[2].Site)
+	consents := map[string]int{}
+	for _, c := range doc.Consents {
+		consents[c.Owner]++
+	}
+	require.Equal(t, map[string]int{"owner000": 3, "owner001": 3, "spare000": 3}, consents, "every owner consents to every site")
 }
 
 func TestFleet_RestartsOnTheSameAddressAndDrainsOnStop(t *testing.T) {

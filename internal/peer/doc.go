@@ -18,9 +18,15 @@
 //   - Daemon and Site: typed HTTP clients for every endpoint of their plane,
 //     which return the decoded success body or an *Error, plus the Site's
 //     Await/Send helpers for driving whole jobs.
+//   - Daemon2 and Site2: the same for protocol "2", as the published
+//     byollm 0.1.1 daemon and @byollm/server 0.1.1 site send it: the
+//     fixture and device-code pairings, many pinned sites, stubs keyed by
+//     (site, id), and every answer read with protocol/proto2's strict
+//     decoders.
 //   - Work: the one lifecycle of a held job (fetch, open, run, seal,
-//     result, release on failure) that the tests (through RunOnce), the
-//     demo and the workload all drive, with Steps to pace and watch it.
+//     result, release on failure), shared by both protocols' daemons, that
+//     the tests (through RunOnce), the demo and the workload all drive,
+//     with Steps to pace and watch it.
 //   - Transport.Raw, Daemon.Do and Site.Do: escape hatches for the malformed,
 //     unsigned and wrongly signed requests that tests need to send.
 package peer

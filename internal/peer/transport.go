@@ -167,6 +167,18 @@ func (t *Transport) Raw(ctx context.Context, req RawRequest) (RawResponse, error
 // *Error. strict refuses unknown response fields, for the daemon plane whose
 // upstream client parses strictly (relay-behaviour.md A17).
 func (t *Transport) call(ctx context.Context, endpoint string, req RawRequest, out any, strict bool) error {
+	return t.callDecode(ctx, endpoint, req, func(body []byte) error {
+		if strict {
+			return strictUnmarshal(body, out)
+		}
+		return json.Unmarshal(body, out)
+	})
+}
+
+// callDecode sends req and hands a 2xx body to decode; anything else becomes
+// an *Error. Protocol "2" peers decode with protocol/proto2's strict
+// readers, as the published clients parse their answers.
+func (t *Transport) callDecode(ctx context.Context, endpoint string, req RawRequest, decode func([]byte) error) error {
 	resp, err := t.Raw(ctx, req)
 	if err != nil {
 		return fmt.Errorf("%s: %w", endpoint, err)
@@ -174,16 +186,26 @@ func (t *Transport) call(ctx context.Context, endpoint string, req RawRequest, o
 	if resp.Status < 200 || resp.Status > 299 {
 		return newError(endpoint, resp)
 	}
-	if strict {
-		err = strictUnmarshal(resp.Body, out)
-	} else {
-		err = json.Unmarshal(resp.Body, out)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: decode %d response %q: %w", endpoint, resp.Status, truncate(resp.Body), err)
+	if err := decode(resp.Body); err != nil {
+		return &DecodeError{Endpoint: endpoint, Status: resp.Status, Body: resp.Body, Err: err}
 	}
 	return nil
 }
+
+// DecodeError is a 2xx answer the peer could not read: for a "2" daemon,
+// one the published daemon's strict parse would refuse too.
+type DecodeError struct {
+	Endpoint string
+	Status   int
+	Body     []byte
+	Err      error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("%s: decode %d response %q: %v", e.Endpoint, e.Status, truncate(e.Body), e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
 
 // Error is a relay refusal: any response outside 2xx.
 type Error struct {

@@ -25,6 +25,10 @@ type Steps struct {
 	FetchEvery time.Duration
 	// FetchFor bounds the fetch poll; 0 means Config.FetchWait.
 	FetchFor time.Duration
+	// FetchBackoffTo, when set, doubles the pause after each unsuccessful
+	// fetch, from FetchEvery up to it, as the published "2" daemon's
+	// fetch does (50 ms doubling to 1 s, protocol-2 §8.1.4).
+	FetchBackoffTo time.Duration
 	// Persist polls on through transport failures and 5xx answers as well
 	// as not-ready, and when the poll runs out releases the lease
 	// (backend-down) instead of leaving the job to the relay's sweep.
@@ -39,9 +43,9 @@ type Steps struct {
 	Releasing func(reason string)
 }
 
-// Ran is what Work did with one job.
-type Ran struct {
-	Job protocol.ClaimedStub
+// Worked is what the shared lifecycle did with one held job, whichever
+// protocol granted it.
+type Worked struct {
 	// Sealed is the payload envelope as fetched; Payload its plaintext.
 	Sealed  protocol.SealedEnvelope
 	Payload json.RawMessage
@@ -53,6 +57,12 @@ type Ran struct {
 	Envelope protocol.SealedEnvelope
 	// Response is the relay's answer to the result.
 	Response protocol.ResultResponse
+}
+
+// Ran is what Work did with one protocol "0" job.
+type Ran struct {
+	Job protocol.ClaimedStub
+	Worked
 }
 
 // The steps of Work, as a StepError names them.
@@ -100,56 +110,85 @@ func (d *Daemon) RunOnce(ctx context.Context, run RunFunc) (Ran, bool, error) {
 
 // Work takes a job the daemon holds a lease on through the rest of its life,
 // the one way every Go daemon here does it (RunOnce, the demo, the
-// workload): it polls fetch while the site has not sealed the payload, opens
-// the payload with the pinned site identity, runs it, seals the result back
-// to the site and posts it with disposition ok.
+// workload, and Daemon2.Work for protocol "2"): it polls fetch while the
+// site has not sealed the payload, opens the payload with the pinned site
+// identity, runs it, seals the result back to the site and posts it with
+// disposition ok.
 //
 // A payload that does not open (wrong sender, tampered, wrong job) is
 // refused: the lease is released with reason "refused". A run or seal
 // failure releases it with reason "backend-down". Every failure comes back
 // as a *StepError naming the step.
 func (d *Daemon) Work(ctx context.Context, job protocol.ClaimedStub, run RunFunc, steps Steps) (Ran, error) {
-	ran := Ran{Job: job}
 	site, ok := d.SiteIdentity()
-	if !ok {
-		return ran, &StepError{JobID: job.ID, Step: StepOpen, Err: errors.New("no site identity pinned: pair first")}
+	w := &work{
+		h: d, keys: d.keys, sealer: &d.sealer, every: d.pollInterval, limit: d.fetchWait, steps: steps,
+		lease: protocol.LeaseRef{JobID: job.ID, LeaseID: job.Lease.ID}, deadlineAt: job.DeadlineAt, site: site, pinned: ok,
 	}
-	w := &work{d: d, steps: steps, job: job, lease: protocol.LeaseRef{JobID: job.ID, LeaseID: job.Lease.ID}}
+	worked, err := w.run(ctx, run)
+	return Ran{Job: job, Worked: worked}, err
+}
+
+// leaseHolder is what the lifecycle needs of a daemon: the three calls a
+// holder makes. Daemon and Daemon2 both are one; their answers have the
+// same shapes under both protocols.
+type leaseHolder interface {
+	Fetch(ctx context.Context, jobID, leaseID string) (protocol.FetchResponse, error)
+	Result(ctx context.Context, jobID, leaseID string, env protocol.SealedEnvelope, disposition string) (protocol.ResultResponse, error)
+	Release(ctx context.Context, leases []protocol.LeaseRef, reason string) (protocol.ReleaseResponse, error)
+}
+
+// work is one job in the lifecycle's hands.
+type work struct {
+	h      leaseHolder
+	keys   Keys
+	sealer *Sealer
+	// every and limit are the daemon's fetch poll and bound, which steps
+	// may override.
+	every, limit time.Duration
+	steps        Steps
+	lease        protocol.LeaseRef
+	deadlineAt   int64
+	// site is the identity the payload must come from and the result is
+	// sealed to; pinned says the daemon has one for this job at all.
+	site   protocol.PublicIdentity
+	pinned bool
+}
+
+// run is the lifecycle itself: fetch, open, run, seal, result.
+func (w *work) run(ctx context.Context, run RunFunc) (Worked, error) {
+	var ran Worked
+	jobID := w.lease.JobID
+	if !w.pinned {
+		return ran, &StepError{JobID: jobID, Step: StepOpen, Err: errors.New("no site identity pinned for this job: pair first")}
+	}
 	var err error
 	if ran.Sealed, err = w.awaitPayload(ctx); err != nil {
 		return ran, err
 	}
-	ran.Payload, err = Open(d.keys, ran.Sealed, Expectation{JobID: job.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Identity})
+	ran.Payload, err = Open(w.keys, ran.Sealed, Expectation{JobID: jobID, Direction: protocol.DirectionPayload, SenderIdentity: w.site.Identity})
 	if err != nil {
 		return ran, w.giveUp(ctx, protocol.ReasonRefused, StepOpen, err)
 	}
-	if steps.Opened != nil && !steps.Opened(ran.Payload) {
+	if w.steps.Opened != nil && !w.steps.Opened(ran.Payload) {
 		ran.Dropped = true
 		return ran, nil
 	}
 	if ran.Result, err = run(ran.Payload); err != nil {
 		return ran, w.giveUp(ctx, protocol.ReasonBackendDown, StepRun, err)
 	}
-	ran.Envelope, err = d.sealer.Seal(d.keys, site, job.ID, protocol.DirectionResult, job.DeadlineAt, ran.Result)
+	ran.Envelope, err = w.sealer.Seal(w.keys, w.site, jobID, protocol.DirectionResult, w.deadlineAt, ran.Result)
 	if err != nil {
 		return ran, w.giveUp(ctx, protocol.ReasonBackendDown, StepSeal, err)
 	}
 	err = w.send(ctx, "result", func(ctx context.Context) (err error) {
-		ran.Response, err = d.Result(ctx, job.ID, job.Lease.ID, ran.Envelope, protocol.DispositionOK)
+		ran.Response, err = w.h.Result(ctx, jobID, w.lease.LeaseID, ran.Envelope, protocol.DispositionOK)
 		return err
 	})
 	if err != nil {
-		return ran, &StepError{JobID: job.ID, Step: StepResult, Err: err}
+		return ran, &StepError{JobID: jobID, Step: StepResult, Err: err}
 	}
 	return ran, nil
-}
-
-// work is one job in Work's hands.
-type work struct {
-	d     *Daemon
-	steps Steps
-	job   protocol.ClaimedStub
-	lease protocol.LeaseRef
 }
 
 func (w *work) send(ctx context.Context, endpoint string, request func(context.Context) error) error {
@@ -164,13 +203,13 @@ func (w *work) send(ctx context.Context, endpoint string, request func(context.C
 func (w *work) awaitPayload(ctx context.Context) (protocol.SealedEnvelope, error) {
 	every, limit := w.steps.FetchEvery, w.steps.FetchFor
 	if every <= 0 {
-		every = w.d.pollInterval
+		every = w.every
 	}
 	if limit <= 0 {
-		limit = w.d.fetchWait
+		limit = w.limit
 	}
 	giveUpAt := time.Now().Add(limit)
-	fail := func(err error) error { return &StepError{JobID: w.job.ID, Step: StepFetch, Err: err} }
+	fail := func(err error) error { return &StepError{JobID: w.lease.JobID, Step: StepFetch, Err: err} }
 	if w.steps.FirstFetchAfter > 0 {
 		if err := clock.Sleep(ctx, w.steps.FirstFetchAfter); err != nil {
 			return protocol.SealedEnvelope{}, fail(fmt.Errorf("waiting for payload: %w", err))
@@ -179,7 +218,7 @@ func (w *work) awaitPayload(ctx context.Context) (protocol.SealedEnvelope, error
 	for {
 		var resp protocol.FetchResponse
 		err := w.send(ctx, "fetch", func(ctx context.Context) (err error) {
-			resp, err = w.d.Fetch(ctx, w.lease.JobID, w.lease.LeaseID)
+			resp, err = w.h.Fetch(ctx, w.lease.JobID, w.lease.LeaseID)
 			return err
 		})
 		if err == nil {
@@ -198,6 +237,9 @@ func (w *work) awaitPayload(ctx context.Context) (protocol.SealedEnvelope, error
 		if err := clock.Sleep(ctx, every); err != nil {
 			return protocol.SealedEnvelope{}, fail(fmt.Errorf("waiting for payload: %w", err))
 		}
+		if w.steps.FetchBackoffTo > every {
+			every = min(2*every, w.steps.FetchBackoffTo)
+		}
 	}
 }
 
@@ -215,14 +257,14 @@ func (w *work) pollOn(err error) bool {
 // release runs even if ctx is already done, so a cancelled run does not
 // strand the job until its lease expires.
 func (w *work) giveUp(ctx context.Context, reason, step string, cause error) error {
-	failure := &StepError{JobID: w.job.ID, Step: step, Err: cause}
+	failure := &StepError{JobID: w.lease.JobID, Step: step, Err: cause}
 	if w.steps.Releasing != nil {
 		w.steps.Releasing(reason)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := w.send(rctx, "release", func(ctx context.Context) error {
-		_, err := w.d.Release(ctx, []protocol.LeaseRef{w.lease}, reason)
+		_, err := w.h.Release(ctx, []protocol.LeaseRef{w.lease}, reason)
 		return err
 	})
 	if err != nil {

@@ -27,10 +27,14 @@ import (
 // runs twice under a live lease. The replica then comes back on the same
 // address and takes work again.
 func TestKill9_ClientsRetryElsewhereAndNothingIsLostOrRunTwice(t *testing.T) {
+	eachProtocol(t, testKill9)
+}
+
+func testKill9(t *testing.T, proto string) {
 	// Short leases so that a grant orphaned by the crash (its claim ran,
 	// its answer died with the replica) comes back quickly.
-	r := newRig(t, rigOptions{fleet: fleet.Options{LeaseMs: 3000, SweepInterval: 200 * time.Millisecond}})
-	run := r.startWorkload(workload.Config{Jobs: faultJobs(t), ReplayFraction: 0.1, StallTimeout: 30 * time.Second})
+	r := protoRig(t, proto, rigOptions{fleet: fleet.Options{LeaseMs: 3000, SweepInterval: 200 * time.Millisecond}})
+	run := r.startWorkload(workload.Config{Protocol: proto, Jobs: sizeFor(proto, faultJobs(t), 4), ReplayFraction: 0.1, StallTimeout: 30 * time.Second})
 
 	require.NoError(t, run.WaitCollected(r.ctx, atPercent(run, 30)))
 	victim := r.fleet.Replica(1)
@@ -50,6 +54,7 @@ func TestKill9_ClientsRetryElsewhereAndNothingIsLostOrRunTwice(t *testing.T) {
 	}
 	require.Positive(t, refused, "requests reached the dead replica and were retried: %v", rep.Errors)
 	require.Positive(t, rep.Retries)
+	requireEveryProtocolServed(t, proto, rep)
 }
 
 // Valkey restarted with AOF on: routing state survives; while it is down
@@ -58,6 +63,10 @@ func TestKill9_ClientsRetryElsewhereAndNothingIsLostOrRunTwice(t *testing.T) {
 // outages: one at a quiet point, where the whole routing state is compared
 // before and after, and one under load.
 func TestValkeyRestart_StateSurvivesAndRelaysRecoverByThemselves(t *testing.T) {
+	eachProtocol(t, testValkeyRestart)
+}
+
+func testValkeyRestart(t *testing.T, proto string) {
 	srv := valkeytest.StartWith(t, valkeytest.Options{Persist: true})
 	if !srv.CanRestart() {
 		t.Skip("this test stops and restarts Valkey, which it cannot do to a server it did not start (VALKEY_ADDR)")
@@ -70,7 +79,7 @@ func TestValkeyRestart_StateSurvivesAndRelaysRecoverByThemselves(t *testing.T) {
 	// A 10 s lease: a claim that ran just as Valkey died, whose answer was
 	// lost, leaves a grant nobody knows of; it comes back when the lease
 	// lapses.
-	r := newRig(t, rigOptions{valkey: srv, spares: 1, fleet: fleet.Options{LeaseMs: 10_000, SweepInterval: 200 * time.Millisecond}})
+	r := protoRig(t, proto, rigOptions{valkey: srv, spares: 1, fleet: fleet.Options{LeaseMs: 10_000, SweepInterval: 200 * time.Millisecond}})
 	urls := r.fleet.PublicURLs()
 	st := r.store()
 	pids := map[int]int{}
@@ -80,22 +89,17 @@ func TestValkeyRestart_StateSurvivesAndRelaysRecoverByThemselves(t *testing.T) {
 
 	// Some state of every kind: finished jobs with results, paired
 	// daemons, a sealed job held under a lease, two queued jobs.
-	requireClean(t, r.runWorkload(workload.Config{Jobs: 100}))
+	requireClean(t, r.runWorkload(workload.Config{Protocol: proto, Jobs: 100}))
 	spare := r.fx.Spares[0]
-	site := r.siteAt(urls[0])
-	d := r.daemonAt(spare, urls[1])
+	h := r.handPeers(proto, spare, urls[0], urls[1])
 	for _, id := range []string{"kept-1", "kept-2", "kept-3"} {
-		_, err := site.Enqueue(r.ctx, r.stub(site, id, spare.Owner))
-		require.NoError(t, err)
+		require.NoError(t, h.enqueue(r.ctx, id, spare.Owner))
 	}
-	claimed, err := d.Claim(r.ctx, []string{protocol.KindGenerate}, 1)
+	claimed, err := h.claim(r.ctx, 1)
 	require.NoError(t, err)
-	require.Len(t, claimed.Jobs, 1)
-	held := claimed.Jobs[0]
-	pending, err := site.AwaitPending(r.ctx, held.ID)
-	require.NoError(t, err)
-	_, err = site.SendPayload(r.ctx, pending, held.DeadlineAt, []byte(`{"prompt":"survive"}`))
-	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	held := claimed[0]
+	require.NoError(t, h.seal(r.ctx, held, []byte(`{"prompt":"survive"}`)))
 
 	before := snapshot(t, r.ctx, st)
 	srv.Stop(t)
@@ -118,23 +122,22 @@ func TestValkeyRestart_StateSurvivesAndRelaysRecoverByThemselves(t *testing.T) {
 	}
 	// And it is live: the daemon is still recognised, fetches the sealed
 	// job under its old lease, and claims the queued ones.
-	_, err = d.Heartbeat(r.ctx, []protocol.LeaseRef{{JobID: held.ID, LeaseID: held.Lease.ID}})
+	require.NoError(t, h.heartbeat(r.ctx, []protocol.LeaseRef{held.ref}))
+	fetched, err := h.fetch(r.ctx, held.ref)
 	require.NoError(t, err)
-	fetched, err := d.Fetch(r.ctx, held.ID, held.Lease.ID)
-	require.NoError(t, err)
-	plain, err := peer.Open(spare.Keys, fetched.Envelope, peer.Expectation{JobID: held.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Keys().Public().Identity})
+	plain, err := peer.Open(spare.Keys, fetched.Envelope, peer.Expectation{JobID: held.ref.JobID, Direction: protocol.DirectionPayload, SenderIdentity: h.site.Keys().Public().Identity})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"prompt":"survive"}`, string(plain))
-	rest, err := d.Claim(r.ctx, []string{protocol.KindGenerate}, 8)
+	rest, err := h.claim(r.ctx, 8)
 	require.NoError(t, err)
-	ids := []string{held.ID}
-	for _, j := range rest.Jobs {
-		ids = append(ids, j.ID)
+	ids := []string{held.ref.JobID}
+	for _, j := range rest {
+		ids = append(ids, j.ref.JobID)
 	}
 	require.ElementsMatch(t, []string{"kept-1", "kept-2", "kept-3"}, ids)
 
 	// The second outage, under load.
-	run := r.startWorkload(workload.Config{Jobs: faultJobs(t), ReplayFraction: 0.1, Allow503: true, StallTimeout: 60 * time.Second})
+	run := r.startWorkload(workload.Config{Protocol: proto, Jobs: sizeFor(proto, faultJobs(t), 4), ReplayFraction: 0.1, Allow503: true, StallTimeout: 60 * time.Second})
 	require.NoError(t, run.WaitCollected(r.ctx, atPercent(run, 30)))
 	srv.Stop(t)
 	t.Logf("Valkey stopped at %+v", run.Progress())
@@ -147,6 +150,7 @@ func TestValkeyRestart_StateSurvivesAndRelaysRecoverByThemselves(t *testing.T) {
 	for i, rep := range r.fleet.Replicas() {
 		require.Equal(t, pids[i], rep.Process().PID(), "replica %d was not restarted", i)
 	}
+	requireEveryProtocolServed(t, proto, rep)
 }
 
 // requireOutageAnswers checks every replica while Valkey is down: a 503
@@ -206,8 +210,12 @@ func readState(ctx context.Context, st store.RoutingStore) (routingState, error)
 // 200), exits cleanly, and the load moves to the other replicas with
 // nothing lost.
 func TestSIGTERM_ReplicaDrainsUnderLoadAndNothingIsLost(t *testing.T) {
-	r := newRig(t, rigOptions{spares: 1, fleet: fleet.Options{ShutdownTimeout: 30 * time.Second}})
-	run := r.startWorkload(workload.Config{Jobs: faultJobs(t), ReplayFraction: 0.1, StallTimeout: 30 * time.Second})
+	eachProtocol(t, testSIGTERM)
+}
+
+func testSIGTERM(t *testing.T, proto string) {
+	r := protoRig(t, proto, rigOptions{spares: 1, fleet: fleet.Options{ShutdownTimeout: 30 * time.Second}})
+	run := r.startWorkload(workload.Config{Protocol: proto, Jobs: sizeFor(proto, faultJobs(t), 4), ReplayFraction: 0.1, StallTimeout: 30 * time.Second})
 	require.NoError(t, run.WaitCollected(r.ctx, atPercent(run, 30)))
 
 	victim := r.fleet.Replica(2)
@@ -244,4 +252,5 @@ func TestSIGTERM_ReplicaDrainsUnderLoadAndNothingIsLost(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "the request completed during the drain was stored")
 	require.Equal(t, store.Queued, job.State)
+	requireEveryProtocolServed(t, proto, rep)
 }

@@ -78,6 +78,9 @@ type rigOptions struct {
 	// owners share the pool's devices; 0 means 4.
 	owners int
 	spares int
+	// extraSites register more sites, which publish "2" jobs beside the
+	// main one under the same ids; a "2" or mixed workload uses them.
+	extraSites int
 	// fleet supplies lease, sweep, shutdown and per-replica flags.
 	fleet fleet.Options
 }
@@ -101,7 +104,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	t.Cleanup(cancel)
-	fx, err := fleet.WriteFixture(t.TempDir(), fleet.FixtureOptions{Devices: daemonCount(t), Owners: o.owners, Spares: o.spares})
+	fx, err := fleet.WriteFixture(t.TempDir(), fleet.FixtureOptions{Devices: daemonCount(t), Owners: o.owners, Spares: o.spares, ExtraSites: o.extraSites})
 	require.NoError(t, err)
 	r := &rig{t: t, ctx: ctx, valkey: o.valkey, prefix: valkeytest.Prefix(t), fx: fx}
 	fo := o.fleet
@@ -130,6 +133,9 @@ func (r *rig) startWorkload(cfg workload.Config) *workload.Run {
 	r.t.Helper()
 	cfg.BaseURLs = r.fleet.PublicURLs()
 	cfg.Keys = r.fx.Pool()
+	if cfg.Protocol != workload.ProtocolV0 && cfg.Protocol != "" && cfg.ExtraSites == nil {
+		cfg.ExtraSites = r.fx.ExtraSites
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = r.t.Logf
 	}

@@ -23,7 +23,11 @@ import (
 // to the queue once and on to exactly one new holder: none lost, none
 // granted twice under live leases.
 func TestSweepersRacing_LapsedLeasesRequeueOnce(t *testing.T) {
-	r := newRig(t, rigOptions{fleet: fleet.Options{LeaseMs: 1500, SweepInterval: 5 * time.Millisecond}})
+	eachProtocol(t, testSweepersRacing)
+}
+
+func testSweepersRacing(t *testing.T, proto string) {
+	r := protoRig(t, proto, rigOptions{fleet: fleet.Options{LeaseMs: 1500, SweepInterval: 5 * time.Millisecond}})
 	st := r.store()
 
 	ctx, stop := context.WithCancel(r.ctx)
@@ -45,7 +49,7 @@ func TestSweepersRacing_LapsedLeasesRequeueOnce(t *testing.T) {
 		})
 	}
 	run := r.runWorkload(workload.Config{
-		Jobs: faultJobs(t), AbandonFraction: 0.1, ReplayFraction: 0.05,
+		Protocol: proto, Jobs: sizeFor(proto, faultJobs(t), 4), AbandonFraction: 0.1, ReplayFraction: 0.05,
 		HeartbeatInterval: 300 * time.Millisecond, StallTimeout: 30 * time.Second,
 	})
 	stop()
@@ -57,6 +61,7 @@ func TestSweepersRacing_LapsedLeasesRequeueOnce(t *testing.T) {
 	require.Positive(t, rep.Abandoned, "some grants were abandoned")
 	require.GreaterOrEqual(t, rep.Regranted, rep.Abandoned/2, "abandoned jobs went to someone else")
 	require.Positive(t, sweeps.Load())
+	requireEveryProtocolServed(t, proto, rep)
 }
 
 // A daemon that stops heartbeating loses its job within lease + sweep

@@ -24,8 +24,12 @@ import (
 // clock (Go reads it through the vDSO), so the replicas run with the
 // hidden, test-only --test-clock-offset flag.
 func TestClockSkew_ReplicasSixtySecondsApartStillActAsOne(t *testing.T) {
+	eachProtocol(t, testClockSkew)
+}
+
+func testClockSkew(t *testing.T, proto string) {
 	offsets := []time.Duration{60 * time.Second, 0, -60 * time.Second}
-	r := newRig(t, rigOptions{fleet: fleet.Options{ReplicaArgs: func(i int) []string {
+	r := protoRig(t, proto, rigOptions{fleet: fleet.Options{ReplicaArgs: func(i int) []string {
 		return []string{"--test-clock-offset", offsets[i].String()}
 	}}})
 	urls := r.fleet.PublicURLs()
@@ -55,7 +59,8 @@ func TestClockSkew_ReplicasSixtySecondsApartStillActAsOne(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, slow.Status, "%s", slow.Body)
 
-	rep := requireClean(t, r.runWorkload(workload.Config{Jobs: faultJobs(t), ReplayFraction: 0.1}))
+	rep := requireClean(t, r.runWorkload(workload.Config{Protocol: proto, Jobs: sizeFor(proto, faultJobs(t), 4), ReplayFraction: 0.1}))
+	requireEveryProtocolServed(t, proto, rep)
 	// Every replica granted leases, and each one's grant time sits within
 	// a second of its claim on this machine's clock (Check holds each
 	// lease to that): the fast and the slow replica agree with the right

@@ -39,18 +39,31 @@ const (
 	ResultUnopenable = "result-unopenable"
 	// Inconsistent: an answer that contradicts another or the protocol.
 	Inconsistent = "inconsistent"
+	// Reoffer: a "2" job whose grant lapsed unsealed was granted to
+	// another runner than that grant's within the next sealing window, or
+	// not granted again at all (protocol-2 §4.5, decision D8).
+	Reoffer = "reoffer"
+	// CrossProtocol: a job of one protocol offered to a daemon of the
+	// other, or a claim answer a "2" daemon could not read (the published
+	// daemon refuses such an answer whole).
+	CrossProtocol = "cross-protocol"
 )
 
 // Violation is one thing the relay must never do, found in a run.
 type Violation struct {
-	Kind   string `json:"kind"`
-	JobID  string `json:"jobId,omitempty"`
+	Kind  string `json:"kind"`
+	JobID string `json:"jobId,omitempty"`
+	// Site is the job's site: "2" lets two sites use one id.
+	Site   string `json:"site,omitempty"`
 	Detail string `json:"detail"`
 }
 
 func (v Violation) String() string {
-	if v.JobID == "" {
+	switch {
+	case v.JobID == "":
 		return v.Kind + ": " + v.Detail
+	case v.Site != "":
+		return v.Kind + " " + v.Site + "/" + v.JobID + ": " + v.Detail
 	}
 	return v.Kind + " " + v.JobID + ": " + v.Detail
 }
@@ -70,7 +83,7 @@ func (r *Run) Check() []Violation {
 func (r *Run) checkJob(j *job) []Violation {
 	out := append([]Violation(nil), j.problems...)
 	add := func(kind, format string, args ...any) {
-		out = append(out, Violation{Kind: kind, JobID: j.id, Detail: fmt.Sprintf(format, args...)})
+		out = append(out, Violation{Kind: kind, JobID: j.id, Site: j.siteID(), Detail: fmt.Sprintf(format, args...)})
 	}
 	gs := j.sortedGrants()
 
@@ -138,12 +151,49 @@ func (r *Run) checkJob(j *job) []Violation {
 		}
 	}
 
+	out = append(out, checkReoffer(j, gs)...)
+
 	// Leases come from the store's clock, whatever the replica's own.
 	tol := r.cfg.ClockTolerance.Milliseconds()
 	for _, g := range gs {
 		if g.source == "claim" && (g.grantedAt < g.claimSent-tol || g.grantedAt > g.claimRecv+tol) {
 			add(LeaseClock, "lease %s was granted at %d by its expiresAt, outside its claim's round trip [%d, %d] on this machine's clock",
 				g.leaseID, g.grantedAt, g.claimSent, g.claimRecv)
+		}
+	}
+	return out
+}
+
+// checkReoffer holds a job whose grant the site left unsealed to the
+// sticky re-offer: until one sealing window after that grant's own
+// window lapsed, only its runner may be granted the job again, unless that
+// runner refused it (decision D8 ends the exclusivity there, so that a
+// job whose claimant never comes back is not stuck). The site never sent
+// a payload for the job before, so the lapse is certain.
+func checkReoffer(j *job, gs []*grant) []Violation {
+	var out []Violation
+	for i, lapsed := range gs {
+		if !lapsed.unsealed {
+			continue
+		}
+		exclusiveUntil := lapsed.grantedAt + 2*protocol.AwaitingPayloadMs
+		refusedAt := int64(0)
+		for _, g := range gs[i:] {
+			if g.runner == lapsed.runner && g.refusedAt > 0 && (refusedAt == 0 || g.refusedAt < refusedAt) {
+				refusedAt = g.refusedAt
+			}
+		}
+		for _, g := range gs[i+1:] {
+			if g.runner == lapsed.runner || g.grantedAt >= exclusiveUntil || (refusedAt > 0 && g.grantedAt > refusedAt) {
+				continue
+			}
+			out = append(out, Violation{Kind: Reoffer, JobID: j.id, Site: j.siteID(), Detail: fmt.Sprintf(
+				"lease %s (%s) let its sealing window lapse unsealed, yet the job was granted to %s (lease %s) at %d, before %d [%s]",
+				lapsed.leaseID, lapsed.runner, g.runner, g.leaseID, g.grantedAt, exclusiveUntil, describeGrants(gs))})
+		}
+		if len(gs) == i+1 && j.site != nil {
+			out = append(out, Violation{Kind: Reoffer, JobID: j.id, Site: j.siteID(), Detail: fmt.Sprintf(
+				"lease %s was left unsealed, yet the job finished with no grant after it", lapsed.leaseID)})
 		}
 	}
 	return out
@@ -187,7 +237,7 @@ func describeGrant(g *grant) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{g.sealed, "sealed"}, {g.fetched, "fetched"}, {g.accepted, "accepted"}, {g.abandoned, "abandoned"}, {g.lost, "lost"}, {g.releasedAt > 0, "released"}} {
+	}{{g.sealed, "sealed"}, {g.fetched, "fetched"}, {g.accepted, "accepted"}, {g.unsealed, "left unsealed"}, {g.abandoned, "abandoned"}, {g.lost, "lost"}, {g.releasedAt > 0, "released"}} {
 		if f.on {
 			flags = append(flags, f.name)
 		}

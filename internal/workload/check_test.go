@@ -1,11 +1,14 @@
 package workload
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 )
 
@@ -164,4 +167,104 @@ func TestCheck_ServerErrors(t *testing.T) {
 	r.st.observeAttempt(attempt{endpoint: "claim", status: 503, code: "server-error"})
 	r.st.observeAttempt(attempt{endpoint: "fetch", status: 500, code: "server-error", retryAfter: "1"})
 	require.Equal(t, []string{ServerError, ServerError}, kinds(r.Check()), "a 503 without Retry-After, and any 500")
+}
+
+// crossRun is a run with one "2" lane and one "0" daemon of owner o.
+func crossRun() (*Run, *daemon, *lane) {
+	r := testRun(false)
+	ln := &lane{proto: ProtocolV2, siteID: "site_b"}
+	d := &daemon{run: r, proto: ProtocolV0, dev: peer.DemoDevice{RunnerID: "r0", Owner: "o"}}
+	return r, d, ln
+}
+
+func TestCheck_AJobOfTheOtherProtocolOfferedToADaemonIsCrossProtocol(t *testing.T) {
+	r, d, ln := crossRun()
+	key := jobKey(ln.siteID, "a")
+	r.rec.jobs[key] = &job{key: key, id: "a", lane: ln, owner: "o", pendingDevice: map[string]protocol.PublicIdentity{}}
+	r.rec.order = []string{key}
+	d.recordGrant(claimedJob{key: key, id: "a", owner: "o", lease: protocol.Lease{ID: "L1", RunnerID: "r0", ExpiresAt: 105_000}}, lease, 99_990, 100_010, "h")
+	vs := r.Check()
+	require.Contains(t, kinds(vs), CrossProtocol)
+	require.Contains(t, Summary(vs, 5), `site_b/a: a protocol "2" job was offered to r0, a protocol "0" daemon`)
+
+	// The same grant to a "2" daemon is fine on that score.
+	r2, d2, ln2 := crossRun()
+	d2.proto = ProtocolV2
+	r2.rec.jobs[key] = &job{key: key, id: "a", lane: ln2, owner: "o", pendingDevice: map[string]protocol.PublicIdentity{}}
+	r2.rec.order = []string{key}
+	d2.recordGrant(claimedJob{key: key, id: "a", owner: "o", lease: protocol.Lease{ID: "L1", RunnerID: "r0", ExpiresAt: 105_000}}, lease, 99_990, 100_010, "h")
+	require.NotContains(t, kinds(r2.Check()), CrossProtocol)
+}
+
+func TestCheck_AClaimAnswerTheDaemonCannotReadIsCrossProtocol(t *testing.T) {
+	r, d, _ := crossRun()
+	d.noteUnreadable(errors.New("claim: no answer"))
+	require.Empty(t, r.Check(), "a transport failure says nothing about the answer")
+	d.noteUnreadable(fmt.Errorf("run: %w", &peer.DecodeError{Endpoint: "claim", Status: 200, Body: []byte(`{"jobs":[{"audience":"self"}]}`), Err: errors.New("bad audience")}))
+	require.Equal(t, []string{CrossProtocol}, kinds(r.Check()))
+}
+
+func TestCheck_JobsOfTwoSitesUnderOneIDAreJudgedApart(t *testing.T) {
+	r := testRun(false)
+	for _, site := range []string{"site_a", "site_b"} {
+		key := jobKey(site, "same")
+		j := &job{key: key, id: "same", lane: &lane{proto: ProtocolV2, siteID: site}, pendingDevice: map[string]protocol.PublicIdentity{}, enqueued: true, enqueueState: "queued"}
+		r.rec.jobs[key], r.rec.order = j, append(r.rec.order, key)
+		g := r.rec.addGrant(&grant{jobID: key, leaseID: site + "-L1", runner: "r1", source: "pending", grantedAt: 100_000, expiresAt: 105_000, sealed: true, fetched: true, accepted: true})
+		j.accepted = []acceptance{{leaseID: g.leaseID, runner: "r1", recv: 100_200}}
+		if site == "site_a" {
+			j.site = &siteResult{leaseID: g.leaseID, runner: "r1"}
+		}
+	}
+	vs := r.Check()
+	require.Len(t, vs, 1, Summary(vs, 5))
+	require.Equal(t, ResultNeverCollected, vs[0].Kind)
+	require.Equal(t, "site_b", vs[0].Site)
+}
+
+func TestDeviceProtocols_MixedGivesEveryOwnerBothWhereItCan(t *testing.T) {
+	devs := func(owners ...string) []peer.DemoDevice {
+		var out []peer.DemoDevice
+		for _, o := range owners {
+			out = append(out, peer.DemoDevice{Owner: o})
+		}
+		return out
+	}
+	cfg := Config{Protocol: ProtocolMixed, Keys: peer.DemoKeys{Devices: devs("a", "b", "a", "b")}, Daemons: 4}
+	require.Equal(t, []string{"0", "2", "2", "0"}, deviceProtocols(cfg), "each owner has a daemon of each protocol")
+	cfg = Config{Protocol: ProtocolMixed, Keys: peer.DemoKeys{Devices: devs("a", "b", "c")}, Daemons: 3}
+	require.Equal(t, []string{"0", "2", "0"}, deviceProtocols(cfg), "owners of one device split between the protocols")
+	cfg = Config{Protocol: ProtocolV2, Keys: peer.DemoKeys{Devices: devs("a", "b")}, Daemons: 2}
+	require.Equal(t, []string{"2", "2"}, deviceProtocols(cfg))
+}
+
+func TestCheck_AnAnswerThePeerCannotReadIsInconsistentOncePerEndpoint(t *testing.T) {
+	r := testRun(false)
+	bad := &peer.DecodeError{Endpoint: "site/pending", Status: 200, Body: []byte(`{"jobs":null}`), Err: errors.New("jobs: not an array")}
+	r.noteUnreadable("site/pending", errors.New("no answer"))
+	require.Empty(t, r.Check())
+	for range 3 {
+		r.noteUnreadable("site/pending", fmt.Errorf("site/pending: %w", bad))
+	}
+	r.noteUnreadable("claim", bad)
+	require.Equal(t, []string{Inconsistent}, kinds(r.Check()), "one per endpoint; claims are judged as cross-protocol apart")
+	require.Equal(t, 3, r.rec.unreadable["site/pending"])
+}
+
+func TestCheck_AJobLeftUnsealedMustGoBackToItsClaimantOnly(t *testing.T) {
+	build := func(second string, at int64) *Run {
+		r := testRun(false)
+		key := jobKey("site_a", "a")
+		j := &job{key: key, id: "a", lane: &lane{proto: ProtocolV2, siteID: "site_a"}, pendingDevice: map[string]protocol.PublicIdentity{}, enqueued: true, enqueueState: "queued"}
+		r.rec.jobs[key], r.rec.order = j, []string{key}
+		r.rec.addGrant(&grant{jobID: key, leaseID: "L1", runner: "r1", source: "pending", grantedAt: 100_000, expiresAt: 160_000, unsealed: true})
+		r.rec.addGrant(&grant{jobID: key, leaseID: "L2", runner: second, source: "pending", grantedAt: at, expiresAt: at + 60_000, sealed: true, fetched: true, accepted: true})
+		j.accepted = []acceptance{{leaseID: "L2", runner: second, recv: at + 900}}
+		j.site = &siteResult{leaseID: "L2", runner: second}
+		return r
+	}
+	require.Empty(t, build("r1", 110_100).Check(), "back to the runner that let it lapse")
+	vs := build("r2", 110_100).Check()
+	require.Equal(t, []string{Reoffer}, kinds(vs), Summary(vs, 5))
+	require.Empty(t, build("r2", 120_000).Check(), "anyone, once a sealing window passed after the lapse (D8)")
 }

@@ -19,6 +19,15 @@ type Config struct {
 	// Keys are the site's and the devices' keys (a generated fixture's, or
 	// deploy/demo-keys.json).
 	Keys peer.DemoKeys
+	// Protocol is the wire protocol the peers speak: ProtocolV0 ("" means
+	// it), ProtocolV2, or ProtocolMixed, where "0" and "2" sites and
+	// daemons share the relay at once: every owner's devices alternate
+	// between the two, and the jobs are split between them.
+	Protocol string
+	// ExtraSites are more sites, registered in the relay's fixture with
+	// the same consents, that publish "2" jobs beside Keys.Site. Their
+	// jobs reuse the main site's job ids, as "2" keys jobs by (site, id).
+	ExtraSites []peer.DemoSite
 	// Daemons is how many of Keys.Devices run; 0 means all of them.
 	Daemons int
 	// Jobs is how many jobs the site publishes; at least 1.
@@ -51,6 +60,14 @@ type Config struct {
 	// after the fetch, as a crashing daemon would: their leases must lapse
 	// and the jobs go to someone else.
 	AbandonFraction float64
+
+	// UnsealedFraction of "2" jobs have their first grant left unsealed
+	// by the site, so that its sealing window lapses: the relay must then
+	// offer the job again only to that grant's runner (the sticky
+	// re-offer, protocol-2 §4.5), and Check holds it to that. Each such
+	// job waits out one 10 s window and holds one of its (site, owner)'s
+	// two unsealed slots meanwhile, so keep it small.
+	UnsealedFraction float64
 
 	// PendingInterval is the site's pending poll; 0 means 10 ms.
 	PendingInterval time.Duration
@@ -90,6 +107,16 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// The protocols a workload can speak.
+const (
+	ProtocolV0    = "0"
+	ProtocolV2    = "2"
+	ProtocolMixed = "mixed"
+)
+
+// speaks reports whether the run has peers of protocol p ("0" or "2").
+func (c Config) speaks(p string) bool { return c.Protocol == p || c.Protocol == ProtocolMixed }
+
 // withDefaults returns c with zero fields filled in, or an error when c
 // cannot run.
 func (c Config) withDefaults() (Config, error) {
@@ -108,8 +135,19 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Daemons == 0 {
 		return c, errors.New("workload: no devices to run daemons on")
 	}
-	if c.ReplayFraction < 0 || c.ReplayFraction > 1 || c.AbandonFraction < 0 || c.AbandonFraction >= 1 {
-		return c, fmt.Errorf("workload: fractions out of range (replay %v, abandon %v)", c.ReplayFraction, c.AbandonFraction)
+	if c.ReplayFraction < 0 || c.ReplayFraction > 1 || c.AbandonFraction < 0 || c.AbandonFraction >= 1 ||
+		c.UnsealedFraction < 0 || c.UnsealedFraction >= 1 {
+		return c, fmt.Errorf("workload: fractions out of range (replay %v, abandon %v, unsealed %v)", c.ReplayFraction, c.AbandonFraction, c.UnsealedFraction)
+	}
+	switch c.Protocol {
+	case "":
+		c.Protocol = ProtocolV0
+	case ProtocolV0, ProtocolV2, ProtocolMixed:
+	default:
+		return c, fmt.Errorf("workload: unknown protocol %q (want 0, 2 or mixed)", c.Protocol)
+	}
+	if len(c.ExtraSites) > 0 && !c.speaks(ProtocolV2) {
+		return c, errors.New(`workload: extra sites publish "2" jobs, but the run speaks only "0"`)
 	}
 	if c.JobIDPrefix == "" {
 		var b [4]byte

@@ -14,11 +14,13 @@ import (
 	"github.com/byollm/relayd/protocol"
 )
 
-// daemon is one test device working through the replicas.
+// daemon is one test device working through the replicas, speaking one
+// protocol.
 type daemon struct {
-	run *Run
-	dev peer.DemoDevice
-	c   *peer.Daemon
+	run   *Run
+	dev   peer.DemoDevice
+	proto string
+	c     daemonClient
 	// slots holds one token per job being worked on.
 	slots chan struct{}
 
@@ -40,20 +42,27 @@ const (
 	abandonAfterFetch
 )
 
-func (r *Run) newDaemon(ctx context.Context, dev peer.DemoDevice) (*daemon, error) {
-	c, err := peer.NewDaemon(peer.Config{
-		BaseURLs:   r.cfg.BaseURLs,
-		HTTPClient: r.http,
-		Kinds:      []string{r.cfg.Kind},
-	}, dev.Keys, "")
-	if err != nil {
-		return nil, fmt.Errorf("daemon %s: %w", dev.RunnerID, err)
+func (r *Run) newDaemon(ctx context.Context, dev peer.DemoDevice, proto string) (*daemon, error) {
+	ccfg := peer.Config{BaseURLs: r.cfg.BaseURLs, HTTPClient: r.http, Kinds: []string{r.cfg.Kind}}
+	d := &daemon{run: r, dev: dev, proto: proto, slots: make(chan struct{}, r.cfg.SlotsPerDaemon), active: map[string]*held{}}
+	if proto == ProtocolV2 {
+		c, err := peer.NewDaemon2(ccfg, dev.Keys, "")
+		if err != nil {
+			return nil, fmt.Errorf("daemon %s: %w", dev.RunnerID, err)
+		}
+		d.c = daemon2{c: c, siteIDs: r.siteIDs}
+	} else {
+		c, err := peer.NewDaemon(ccfg, dev.Keys, "")
+		if err != nil {
+			return nil, fmt.Errorf("daemon %s: %w", dev.RunnerID, err)
+		}
+		d.c = daemon0{c: c, siteID: r.cfg.Keys.Site.SiteID}
 	}
-	d := &daemon{run: r, dev: dev, c: c, slots: make(chan struct{}, r.cfg.SlotsPerDaemon), active: map[string]*held{}}
-	var resp protocol.PairResponse
+	var runnerID string
+	var sites map[string]protocol.PublicIdentity
 	for {
-		_, err = r.call(ctx, "pair", func(ctx context.Context) (err error) {
-			resp, err = c.Pair(ctx, dev.Owner)
+		_, err := r.call(ctx, "pair", func(ctx context.Context) (err error) {
+			runnerID, sites, err = d.c.pair(ctx, dev.Owner)
 			return err
 		})
 		if err == nil {
@@ -67,11 +76,16 @@ func (r *Run) newDaemon(ctx context.Context, dev peer.DemoDevice) (*daemon, erro
 			return nil, fmt.Errorf("daemon %s: %w", dev.RunnerID, err)
 		}
 	}
-	if resp.RunnerID != dev.RunnerID {
-		return nil, fmt.Errorf("daemon %s: the relay paired it as %q", dev.RunnerID, resp.RunnerID)
+	if runnerID != dev.RunnerID {
+		return nil, fmt.Errorf("daemon %s: the relay paired it as %q", dev.RunnerID, runnerID)
 	}
-	if resp.Site.Identity != r.cfg.Keys.Site.Keys.Public().Identity {
-		return nil, fmt.Errorf("daemon %s: the relay named site identity %s, not the site's", dev.RunnerID, resp.Site.Identity)
+	for _, ln := range r.lanes {
+		if ln.proto != proto {
+			continue
+		}
+		if got, ok := sites[ln.keyID]; !ok || got != ln.keys.Public() {
+			return nil, fmt.Errorf("daemon %s: the relay did not name site %s with its identity", dev.RunnerID, ln.siteID)
+		}
 	}
 	return d, nil
 }
@@ -98,15 +112,16 @@ func (d *daemon) claimLoop(ctx context.Context) {
 			}
 		}
 		sent := nowMs()
-		var resp protocol.ClaimResponse
+		var jobs []claimedJob
+		var leaseMs int64
 		ci, err := r.call(ctx, "claim", func(ctx context.Context) (err error) {
-			resp, err = d.c.Claim(ctx, []string{r.cfg.Kind}, n)
+			jobs, leaseMs, err = d.c.claim(ctx, r.cfg.Kind, n)
 			return err
 		})
 		recv := nowMs()
 		unused := n
 		if err == nil {
-			unused = n - len(resp.Jobs)
+			unused = n - len(jobs)
 		}
 		for range unused {
 			<-d.slots
@@ -114,7 +129,8 @@ func (d *daemon) claimLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil || len(resp.Jobs) == 0 {
+		d.noteUnreadable(err)
+		if err != nil || len(jobs) == 0 {
 			backoff = min(max(2*backoff, r.cfg.PendingInterval), r.cfg.ClaimBackoff)
 			if clock.Sleep(ctx, backoff) != nil {
 				return
@@ -122,57 +138,79 @@ func (d *daemon) claimLoop(ctx context.Context) {
 			continue
 		}
 		backoff = 0
-		r.leaseMs.Store(resp.LeaseMs)
-		for _, cs := range resp.Jobs {
-			g := d.recordGrant(cs, resp.LeaseMs, sent, recv, ci.host)
-			r.wg.Go(func() { d.work(ctx, cs, g) })
+		r.leaseMs.Store(leaseMs)
+		for _, cj := range jobs {
+			g := d.recordGrant(cj, leaseMs, sent, recv, ci.host)
+			r.wg.Go(func() { d.work(ctx, cj, g) })
 		}
 	}
 }
 
-// recordGrant notes a grant from a claim answer and checks what the answer
-// alone can show.
-func (d *daemon) recordGrant(cs protocol.ClaimedStub, leaseMs, sent, recv int64, replica string) *grant {
+// noteUnreadable records a claim answer the daemon could not read: for a
+// "2" daemon, one the published daemon would refuse whole, such as one
+// carrying a "0" stub.
+func (d *daemon) noteUnreadable(err error) {
+	var bad *peer.DecodeError
+	if !errors.As(err, &bad) {
+		return
+	}
 	r := d.run
 	r.rec.mu.Lock()
 	defer r.rec.mu.Unlock()
-	grantedAt := cs.Lease.ExpiresAt - leaseMs
+	if r.rec.unreadable["claim"] == 0 {
+		r.problem(nil, CrossProtocol, "a protocol %q daemon (%s) could not read its claim answer (later ones are counted in the report): %v", d.proto, d.dev.RunnerID, bad)
+	}
+	r.rec.unreadable["claim"]++
+}
+
+// recordGrant notes a grant from a claim answer and checks what the answer
+// alone can show.
+func (d *daemon) recordGrant(cj claimedJob, leaseMs, sent, recv int64, replica string) *grant {
+	r := d.run
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	grantedAt := cj.lease.ExpiresAt - leaseMs
 	g := r.rec.addGrant(&grant{
-		jobID: cs.ID, leaseID: cs.Lease.ID, runner: d.dev.RunnerID, source: "claim", leaseMs: leaseMs,
-		grantedAt: grantedAt, expiresAt: cs.Lease.ExpiresAt, claimSent: sent, claimRecv: recv, replica: replica,
+		jobID: cj.key, leaseID: cj.lease.ID, runner: d.dev.RunnerID, proto: d.proto, source: "claim", leaseMs: leaseMs,
+		grantedAt: grantedAt, expiresAt: cj.lease.ExpiresAt, claimSent: sent, claimRecv: recv, replica: replica,
 	})
-	j := r.rec.jobs[cs.ID]
+	j := r.rec.jobs[cj.key]
 	if g.source != "claim" {
 		// The site saw this grant in pending before the claim answer
 		// arrived; the two must agree, and the claim adds its round trip.
-		if g.runner != d.dev.RunnerID || g.grantedAt != grantedAt || g.jobID != cs.ID {
-			r.problem(j, Inconsistent, "claim answer gives lease %s to %s on %s at %d; pending showed it for %s on %s at %d",
-				cs.Lease.ID, d.dev.RunnerID, cs.ID, grantedAt, g.runner, g.jobID, g.grantedAt)
+		if g.runner != d.dev.RunnerID || g.grantedAt != grantedAt || g.jobID != cj.key {
+			r.problem(j, Inconsistent, "claim answer gives lease %s to %s on %s at %d; pending showed it for %s at %d",
+				cj.lease.ID, d.dev.RunnerID, cj.id, grantedAt, g.runner, g.grantedAt)
 		}
-		g.source, g.leaseMs, g.claimSent, g.claimRecv, g.replica = "claim", leaseMs, sent, recv, replica
-		g.expiresAt = max(g.expiresAt, cs.Lease.ExpiresAt)
+		g.source, g.proto, g.leaseMs, g.claimSent, g.claimRecv, g.replica = "claim", d.proto, leaseMs, sent, recv, replica
+		g.expiresAt = max(g.expiresAt, cj.lease.ExpiresAt)
 	}
 	if j == nil {
-		r.problem(nil, Inconsistent, "%s was granted job %s, which this site never published", d.dev.RunnerID, cs.ID)
+		r.problem(nil, Inconsistent, "%s was granted job %q, which this run never published", d.dev.RunnerID, cj.key)
 		return g
 	}
-	if cs.Lease.RunnerID != d.dev.RunnerID {
-		r.problem(j, Inconsistent, "the lease granted to %s names runner %s", d.dev.RunnerID, cs.Lease.RunnerID)
+	if j.lane.proto != d.proto {
+		r.problem(j, CrossProtocol, "a protocol %q job was offered to %s, a protocol %q daemon", j.lane.proto, d.dev.RunnerID, d.proto)
 	}
-	if cs.Audience == protocol.AudienceSelf && cs.Owner != d.dev.Owner {
-		r.problem(j, Inconsistent, "a self job of %s was granted to %s, a device of %s", cs.Owner, d.dev.RunnerID, d.dev.Owner)
+	if cj.lease.RunnerID != d.dev.RunnerID {
+		r.problem(j, Inconsistent, "the lease granted to %s names runner %s", d.dev.RunnerID, cj.lease.RunnerID)
+	}
+	// The fixture has no rosters, so every job, of either protocol, may
+	// only run on a device of its own owner.
+	if cj.owner != d.dev.Owner {
+		r.problem(j, Inconsistent, "a %s job of %s was granted to %s, a device of %s", cj.audience, cj.owner, d.dev.RunnerID, d.dev.Owner)
 	}
 	return g
 }
 
 // work takes one granted job through the peer daemon's lifecycle, recording
 // what each step shows, and may replay its result.
-func (d *daemon) work(ctx context.Context, cs protocol.ClaimedStub, g *grant) {
+func (d *daemon) work(ctx context.Context, cj claimedJob, g *grant) {
 	r := d.run
 	defer func() { <-d.slots }()
 	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ref := protocol.LeaseRef{JobID: cs.ID, LeaseID: cs.Lease.ID}
+	ref := protocol.LeaseRef{JobID: cj.id, LeaseID: cj.lease.ID}
 	d.mu.Lock()
 	d.active[ref.LeaseID] = &held{ref: ref, g: g, cancel: cancel}
 	d.mu.Unlock()
@@ -188,7 +226,7 @@ func (d *daemon) work(ctx context.Context, cs protocol.ClaimedStub, g *grant) {
 		return
 	}
 	steps, resultCall := d.steps(g, stage)
-	ran, err := d.c.Work(jctx, cs, func(p json.RawMessage) (json.RawMessage, error) { return echo(p), nil }, steps)
+	ran, err := d.c.work(jctx, cj, func(p json.RawMessage) (json.RawMessage, error) { return echo(p), nil }, steps)
 	var failed *peer.StepError
 	switch {
 	case ran.Dropped:
@@ -205,9 +243,9 @@ func (d *daemon) work(ctx context.Context, cs protocol.ClaimedStub, g *grant) {
 	case err != nil:
 		return
 	}
-	d.recordAcceptance(cs, ref, g, ran.Response, *resultCall)
-	if r.cfg.ReplayFraction > 0 && fraction("replay/"+cs.ID) < r.cfg.ReplayFraction {
-		d.replay(ctx, cs, ref, ran.Envelope)
+	d.recordAcceptance(cj, ref, g, ran.Response, *resultCall)
+	if r.cfg.ReplayFraction > 0 && fraction("replay/"+cj.key) < r.cfg.ReplayFraction {
+		d.replay(ctx, cj, ref, ran.Envelope)
 	}
 }
 
@@ -225,6 +263,15 @@ func (d *daemon) abandonStage(ref protocol.LeaseRef) int {
 		return abandonAfterClaim
 	}
 	return keepGrant
+}
+
+// fetchBackoff is how far a daemon's fetch poll backs off: "2" daemons
+// back off to 1 s as the published daemon does; "0" ones poll evenly.
+func (d *daemon) fetchBackoff() time.Duration {
+	if d.proto == ProtocolV2 {
+		return time.Second
+	}
+	return 0
 }
 
 // resultCall is what the run saw of a result post.
@@ -246,6 +293,7 @@ func (d *daemon) steps(g *grant, stage int) (peer.Steps, *resultCall) {
 		// that not-ready polls stay few.
 		FirstFetchAfter: max(r.cfg.FetchInterval, time.Duration(r.sealWait.Load())*3/4),
 		FetchEvery:      r.cfg.FetchInterval,
+		FetchBackoffTo:  d.fetchBackoff(),
 		FetchFor:        protocol.AwaitingPayloadMs*time.Millisecond + 5*time.Second,
 		Persist:         true,
 		Send: func(ctx context.Context, endpoint string, request func(context.Context) error) error {
@@ -271,10 +319,13 @@ func (d *daemon) steps(g *grant, stage int) (peer.Steps, *resultCall) {
 		// The lease is taken as ended from the moment the release is sent,
 		// whatever the answer: the relay may have acted on it even if the
 		// answer was lost.
-		Releasing: func(string) {
+		Releasing: func(reason string) {
 			r.rec.mu.Lock()
 			if g.releasedAt == 0 {
 				g.releasedAt = nowMs()
+			}
+			if reason == protocol.ReasonRefused && g.refusedAt == 0 {
+				g.refusedAt = g.releasedAt
 			}
 			r.rec.mu.Unlock()
 		},
@@ -282,11 +333,11 @@ func (d *daemon) steps(g *grant, stage int) (peer.Steps, *resultCall) {
 }
 
 // recordAcceptance notes an answered result post.
-func (d *daemon) recordAcceptance(cs protocol.ClaimedStub, ref protocol.LeaseRef, g *grant, resp protocol.ResultResponse, posted resultCall) {
+func (d *daemon) recordAcceptance(cj claimedJob, ref protocol.LeaseRef, g *grant, resp protocol.ResultResponse, posted resultCall) {
 	r := d.run
 	r.rec.mu.Lock()
 	defer r.rec.mu.Unlock()
-	j := r.rec.jobs[cs.ID]
+	j := r.rec.jobs[cj.key]
 	if j == nil {
 		return
 	}
@@ -299,11 +350,11 @@ func (d *daemon) recordAcceptance(cs protocol.ClaimedStub, ref protocol.LeaseRef
 
 // replay posts an accepted result a second time under the same lease and
 // records the answer, which must be duplicate:true.
-func (d *daemon) replay(ctx context.Context, cs protocol.ClaimedStub, ref protocol.LeaseRef, renv protocol.SealedEnvelope) {
+func (d *daemon) replay(ctx context.Context, cj claimedJob, ref protocol.LeaseRef, renv protocol.SealedEnvelope) {
 	r := d.run
 	var again protocol.ResultResponse
 	_, err := r.call(ctx, "result", func(ctx context.Context) (err error) {
-		again, err = d.c.Result(ctx, cs.ID, ref.LeaseID, renv, protocol.DispositionOK)
+		again, err = d.c.result(ctx, cj.id, ref.LeaseID, renv)
 		return err
 	})
 	if ctx.Err() != nil {
@@ -318,7 +369,7 @@ func (d *daemon) replay(ctx context.Context, cs protocol.ClaimedStub, ref protoc
 		rp.refused = st >= 400 && st < 500
 	}
 	r.rec.mu.Lock()
-	if j := r.rec.jobs[cs.ID]; j != nil {
+	if j := r.rec.jobs[cj.key]; j != nil {
 		j.replays = append(j.replays, rp)
 	}
 	r.rec.mu.Unlock()
@@ -359,21 +410,17 @@ func (d *daemon) heartbeatLoop(ctx context.Context) {
 		}
 		d.mu.Unlock()
 		sent := nowMs()
-		var resp protocol.HeartbeatResponse
+		var lost map[string]bool
 		_, err := r.call(ctx, "heartbeat", func(ctx context.Context) (err error) {
-			resp, err = d.c.Heartbeat(ctx, refs)
+			lost, err = d.c.heartbeat(ctx, refs)
 			return err
 		})
 		if err != nil {
 			continue
 		}
-		lost := map[string]bool{}
-		for _, id := range resp.Lost {
-			lost[id] = true
-		}
 		r.rec.mu.Lock()
 		for _, h := range snapshot {
-			if lost[h.ref.JobID] {
+			if lost[h.ref.LeaseID] {
 				h.g.lost = true
 				continue
 			}
@@ -385,7 +432,7 @@ func (d *daemon) heartbeatLoop(ctx context.Context) {
 		}
 		r.rec.mu.Unlock()
 		for _, h := range snapshot {
-			if lost[h.ref.JobID] {
+			if lost[h.ref.LeaseID] {
 				h.cancel()
 			}
 		}

@@ -17,9 +17,12 @@ import (
 // claim) or by the site (from pending, for grants whose claim answer never
 // arrived, such as a retried claim that had already run).
 type grant struct {
-	jobID   string
+	jobID   string // the job's record key: (site, id)
 	leaseID string
 	runner  string
+	// proto is the protocol of the daemon the claim answer went to; ""
+	// when only seen in pending.
+	proto   string
 	source  string // "claim" or "pending"
 	leaseMs int64  // 0 when only seen in pending
 	// grantedAt is the store time of the claim; expiresAt the expiry it
@@ -38,11 +41,16 @@ type grant struct {
 	// the holder. fetched and accepted: the daemon's fetch and result
 	// under this lease succeeded.
 	sealed, fetched, accepted bool
-	// releasedAt is when the daemon sent a release that gave the lease back.
+	// releasedAt is when the daemon sent a release that gave the lease
+	// back; refusedAt the same for a release with reason refused.
 	releasedAt int64
+	refusedAt  int64
 	sealState  int // sealNone, sealQueued or sealDone: the site's progress
-	abandoned  bool
-	lost       bool // a heartbeat reported it lost
+	// unsealed: the site never seals this grant, on purpose, so that its
+	// sealing window lapses (Config.UnsealedFraction).
+	unsealed  bool
+	abandoned bool
+	lost      bool // a heartbeat reported it lost
 }
 
 // The site's progress in sealing a grant's payload.
@@ -99,7 +107,11 @@ type siteResult struct {
 
 // job is everything recorded about one job.
 type job struct {
-	id         string
+	key string // jobKey(site, id)
+	id  string // as on the wire
+	// lane is the site client that publishes, seals and collects it; its
+	// protocol is the job's.
+	lane       *lane
 	owner      string
 	deadlineAt int64
 	payload    []byte // the plaintext the site sealed, compact JSON
@@ -112,6 +124,9 @@ type job struct {
 	enqueueState   string
 	enqueueRetried bool
 
+	// unsealedDecided: leaveUnsealed has chosen for this job.
+	unsealedDecided bool
+
 	grants        []*grant
 	pendingDevice map[string]protocol.PublicIdentity // by lease id
 	accepted      []acceptance
@@ -120,20 +135,30 @@ type job struct {
 	problems      []Violation // found while running
 }
 
+// siteID is the job's site ("" for a record built without a lane).
+func (j *job) siteID() string {
+	if j.lane == nil {
+		return ""
+	}
+	return j.lane.siteID
+}
+
 // records is the run's shared memory of what happened, behind one lock.
 type records struct {
 	mu     sync.Mutex
-	jobs   map[string]*job
+	jobs   map[string]*job // by jobKey
 	order  []string
 	leases map[string]*grant
 	// devices maps runner ids to the identity the fixture approved.
 	devices map[string]protocol.PublicIdentity
 	// general holds violations not tied to one job.
 	general []Violation
+	// unreadable counts, per endpoint, 2xx answers that did not parse.
+	unreadable map[string]int
 }
 
 func newRecords() *records {
-	return &records{jobs: map[string]*job{}, leases: map[string]*grant{}, devices: map[string]protocol.PublicIdentity{}}
+	return &records{jobs: map[string]*job{}, leases: map[string]*grant{}, devices: map[string]protocol.PublicIdentity{}, unreadable: map[string]int{}}
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }

@@ -10,18 +10,26 @@ import (
 
 // Report summarises a run: what happened, how fast, and what went wrong.
 type Report struct {
-	Replicas int `json:"replicas"`
-	Daemons  int `json:"daemons"`
-	Jobs     int `json:"jobs"`
-	Enqueued int `json:"enqueued"`
+	// Protocol is the run's: "0", "2" or "mixed".
+	Protocol string `json:"protocol"`
+	Replicas int    `json:"replicas"`
+	Daemons  int    `json:"daemons"`
+	Jobs     int    `json:"jobs"`
+	Enqueued int    `json:"enqueued"`
 	// Collected is how many results the site collected (once each).
 	Collected int `json:"collected"`
+	// CollectedByProtocol and GrantsByProtocol split Collected and the
+	// grants claims answered by the protocol of the job.
+	CollectedByProtocol map[string]int `json:"collectedByProtocol"`
+	GrantsByProtocol    map[string]int `json:"grantsByProtocol"`
 	// Grants counts distinct leases seen; Regranted the jobs granted more
 	// than once; Abandoned the grants dropped on purpose; LostLeases those
 	// a heartbeat reported lost; Released those given back.
-	Grants     int `json:"grants"`
-	Regranted  int `json:"regranted"`
-	Abandoned  int `json:"abandoned"`
+	Grants    int `json:"grants"`
+	Regranted int `json:"regranted"`
+	Abandoned int `json:"abandoned"`
+	// Unsealed counts grants the site left unsealed on purpose.
+	Unsealed   int `json:"unsealed"`
 	LostLeases int `json:"lostLeases"`
 	Released   int `json:"released"`
 	// Accepted counts results the relay accepted; RetriedDuplicates the
@@ -46,6 +54,9 @@ type Report struct {
 	Tries    map[string]int `json:"tries"`
 	// Errors counts failed calls and notable events by kind.
 	Errors map[string]int `json:"errors"`
+	// Unreadable counts, per endpoint, 2xx answers the peers could not
+	// read (each endpoint's first is a violation).
+	Unreadable map[string]int `json:"unreadable,omitempty"`
 	// Latency is per endpoint, per call (a retried call counts once, with
 	// all its tries).
 	Latency map[string]Latency `json:"latency"`
@@ -60,15 +71,26 @@ type Report struct {
 // Report summarises the run so far.
 func (r *Run) Report() Report {
 	rep := Report{
+		Protocol: r.cfg.Protocol, CollectedByProtocol: map[string]int{}, GrantsByProtocol: map[string]int{},
 		Replicas: len(r.cfg.BaseURLs), Daemons: r.cfg.Daemons, Jobs: r.cfg.Jobs,
 		Enqueued: int(r.enqueued.Load()), Collected: int(r.collected.Load()),
 		StopReason: r.StopReason(),
 	}
 	r.rec.mu.Lock()
 	rep.Grants = len(r.rec.leases)
+	rep.Unreadable = make(map[string]int, len(r.rec.unreadable))
+	for k, v := range r.rec.unreadable {
+		rep.Unreadable[k] = v
+	}
 	for _, j := range r.rec.jobs {
 		if len(j.grants) > 1 {
 			rep.Regranted++
+		}
+		if j.lane != nil {
+			if j.site != nil {
+				rep.CollectedByProtocol[j.lane.proto]++
+			}
+			rep.GrantsByProtocol[j.lane.proto] += len(j.grants)
 		}
 		for _, a := range j.accepted {
 			rep.Accepted++
@@ -86,6 +108,9 @@ func (r *Run) Report() Report {
 		}
 		if g.abandoned {
 			rep.Abandoned++
+		}
+		if g.unsealed {
+			rep.Unsealed++
 		}
 		if g.lost {
 			rep.LostLeases++
@@ -142,10 +167,10 @@ func (rep Report) JSON() string {
 // String is the report for people: counts, throughput, latencies, errors.
 func (rep Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d replicas, %d daemons: %d/%d jobs collected in %s (%.0f jobs/s), %s\n",
-		rep.Replicas, rep.Daemons, rep.Collected, rep.Jobs, rep.Elapsed.Round(time.Millisecond), rep.JobsPerSecond, rep.StopReason)
-	fmt.Fprintf(&b, "grants %d (jobs regranted %d, abandoned %d, lost %d, released %d); accepted %d (retried duplicates %d); replays %d; not-ready polls %d; retries %d\n",
-		rep.Grants, rep.Regranted, rep.Abandoned, rep.LostLeases, rep.Released, rep.Accepted, rep.RetriedDuplicates, rep.Replays, rep.NotReadyPolls, rep.Retries)
+	fmt.Fprintf(&b, "protocol %s, %d replicas, %d daemons: %d/%d jobs collected %v in %s (%.0f jobs/s), %s\n",
+		rep.Protocol, rep.Replicas, rep.Daemons, rep.Collected, rep.Jobs, rep.CollectedByProtocol, rep.Elapsed.Round(time.Millisecond), rep.JobsPerSecond, rep.StopReason)
+	fmt.Fprintf(&b, "grants %d (jobs regranted %d, left unsealed %d, abandoned %d, lost %d, released %d); accepted %d (retried duplicates %d); replays %d; not-ready polls %d; retries %d\n",
+		rep.Grants, rep.Regranted, rep.Unsealed, rep.Abandoned, rep.LostLeases, rep.Released, rep.Accepted, rep.RetriedDuplicates, rep.Replays, rep.NotReadyPolls, rep.Retries)
 	for _, k := range sortedKeys(rep.Latency) {
 		fmt.Fprintf(&b, "  %-13s %s\n", k, rep.Latency[k])
 	}

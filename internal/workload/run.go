@@ -2,10 +2,15 @@
 // or more relay replicas, with the Go test site and many test daemons, and
 // records enough to judge the relay afterwards.
 //
+// It speaks protocol "0", protocol "2", or both at once (Config.Protocol):
+// in a mixed run "0" and "2" sites and daemons share the relay, each
+// owner's devices alternating between the two, and "2" jobs come from
+// several sites under the same ids, as "2" keys jobs by (site, id).
+//
 // The site publishes jobs, seals each claimed job's payload to the device
 // pending names, and collects and opens every result once. Each daemon
-// claims and then takes each job through peer.Daemon.Work, the lifecycle
-// every Go daemon here shares: it polls fetch until the payload is sealed,
+// claims and then takes each job through peer's shared Work, the lifecycle
+// every Go daemon here follows, of either protocol: it polls fetch until the payload is sealed,
 // opens it, "runs" it (an echo), seals the result back and posts it,
 // heartbeating its leases
 // throughout; some results are deliberately posted twice, and some grants
@@ -15,7 +20,8 @@
 //
 // Check then looks for what must never happen: a job granted twice under
 // live leases, a job lost, a result collected twice or never, a replay not
-// answered duplicate, a 5xx, a lease not stamped by the store's clock.
+// answered duplicate, a 5xx, a lease not stamped by the store's clock, a
+// job of one protocol offered to a daemon of the other.
 // Report gives counts, per-endpoint latency percentiles, errors by kind and
 // throughput.
 //
@@ -42,10 +48,14 @@ import (
 
 // Run is one workload in progress or finished.
 type Run struct {
-	cfg     Config
-	bal     *balancer
-	http    *http.Client
-	site    *peer.Site
+	cfg   Config
+	bal   *balancer
+	http  *http.Client
+	lanes []*lane
+	// siteIDs maps each site's key id (a "2" stub's site) to its id.
+	siteIDs map[string]string
+	// protos is each running device's protocol, by index.
+	protos  []string
 	daemons []*daemon
 	rec     *records
 	st      *stats
@@ -56,7 +66,7 @@ type Run struct {
 
 	inflight     chan struct{} // one token per job published and not yet collected
 	allCollected chan struct{}
-	sealQueue    chan protocol.PendingJob
+	sealQueue    chan sealTask
 	leaseMs      atomic.Int64
 	sealWait     atomic.Int64 // moving average of claim-to-payload time, ns
 
@@ -102,7 +112,8 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 		done:         make(chan struct{}),
 		inflight:     make(chan struct{}, cfg.MaxInFlight),
 		allCollected: make(chan struct{}),
-		sealQueue:    make(chan protocol.PendingJob, 4096),
+		sealQueue:    make(chan sealTask, 4096),
+		siteIDs:      map[string]string{},
 	}
 	r.bal, err = newBalancer(cfg.BaseURLs, cfg.Attempts, cfg.AttemptTimeout, r.st.observeAttempt)
 	if err != nil {
@@ -110,10 +121,13 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	}
 	r.http = &http.Client{Transport: r.bal}
 	ccfg := peer.Config{BaseURLs: cfg.BaseURLs, HTTPClient: r.http, Kinds: []string{cfg.Kind}}
-	r.site, err = peer.NewSite(ccfg, cfg.Keys.Site.Keys, cfg.Keys.Site.SiteID)
-	if err != nil {
-		return nil, fmt.Errorf("workload: %w", err)
+	if r.lanes, err = newLanes(cfg, ccfg); err != nil {
+		return nil, err
 	}
+	for _, ln := range r.lanes {
+		r.siteIDs[ln.keyID] = ln.siteID
+	}
+	r.protos = deviceProtocols(cfg)
 	for _, dev := range cfg.Keys.Devices {
 		r.rec.devices[dev.RunnerID] = dev.Keys.Public()
 	}
@@ -137,21 +151,67 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	return r, nil
 }
 
-// planJobs creates every job's record: id, owner and payload. Owners follow
-// the running devices round-robin, so work is spread in proportion to how
-// many devices each owner has.
+// deviceProtocols gives each running device its protocol: the run's, or
+// in a mixed run "0" and "2" by turns among each owner's devices, each
+// owner starting where the one before it did not, so that every owner
+// with two devices has a daemon of each and owners of one device split.
+func deviceProtocols(cfg Config) []string {
+	out := make([]string, cfg.Daemons)
+	seen, first := map[string]int{}, map[string]int{}
+	for i, dev := range cfg.Keys.Devices[:cfg.Daemons] {
+		out[i] = cfg.Protocol
+		if cfg.Protocol != ProtocolMixed {
+			continue
+		}
+		if _, ok := first[dev.Owner]; !ok {
+			first[dev.Owner] = len(first)
+		}
+		out[i] = []string{ProtocolV0, ProtocolV2}[(first[dev.Owner]+seen[dev.Owner])%2]
+		seen[dev.Owner]++
+	}
+	return out
+}
+
+// planJobs creates every job's record: protocol, site, id, owner and
+// payload. A mixed run alternates the protocols; "2" jobs go round the "2"
+// lanes, reusing each id once per site. Owners follow the running devices
+// of the job's protocol round-robin, so work is spread in proportion to
+// how many devices each owner has.
 func (r *Run) planJobs() error {
+	devices := map[string][]peer.DemoDevice{}
+	lanes := map[string][]*lane{}
+	for i, dev := range r.cfg.Keys.Devices[:r.cfg.Daemons] {
+		devices[r.protos[i]] = append(devices[r.protos[i]], dev)
+	}
+	for _, ln := range r.lanes {
+		lanes[ln.proto] = append(lanes[ln.proto], ln)
+	}
+	ordinal := map[string]int{}
 	for i := range r.cfg.Jobs {
-		id := fmt.Sprintf("%s%07d", r.cfg.JobIDPrefix, i)
+		proto := r.cfg.Protocol
+		if proto == ProtocolMixed {
+			proto = []string{ProtocolV0, ProtocolV2}[i%2]
+		}
+		if len(devices[proto]) == 0 {
+			return fmt.Errorf("workload: no device runs a protocol %q daemon", proto)
+		}
+		k := ordinal[proto]
+		ordinal[proto]++
+		ln := lanes[proto][k%len(lanes[proto])]
+		id := fmt.Sprintf("%s%07d", r.cfg.JobIDPrefix, k/len(lanes[proto]))
+		if r.cfg.Protocol == ProtocolMixed {
+			id = fmt.Sprintf("%sp%s-%07d", r.cfg.JobIDPrefix, proto, k/len(lanes[proto]))
+		}
 		var nonce [8]byte
 		_, _ = rand.Read(nonce[:])
-		payload, err := json.Marshal(map[string]any{"job": id, "n": i, "nonce": hex.EncodeToString(nonce[:])})
+		payload, err := json.Marshal(map[string]any{"job": id, "site": ln.siteID, "n": i, "nonce": hex.EncodeToString(nonce[:])})
 		if err != nil {
 			return fmt.Errorf("workload: payload: %w", err)
 		}
-		dev := r.cfg.Keys.Devices[i%r.cfg.Daemons]
-		r.rec.jobs[id] = &job{id: id, owner: dev.Owner, payload: payload, pendingDevice: map[string]protocol.PublicIdentity{}}
-		r.rec.order = append(r.rec.order, id)
+		dev := devices[proto][k%len(devices[proto])]
+		key := jobKey(ln.siteID, id)
+		r.rec.jobs[key] = &job{key: key, id: id, lane: ln, owner: dev.Owner, payload: payload, pendingDevice: map[string]protocol.PublicIdentity{}}
+		r.rec.order = append(r.rec.order, key)
 	}
 	return nil
 }
@@ -163,7 +223,7 @@ func (r *Run) pairAll(ctx context.Context) error {
 	errs := make([]error, len(devs))
 	var wg sync.WaitGroup
 	for i, dev := range devs {
-		wg.Go(func() { r.daemons[i], errs[i] = r.newDaemon(ctx, dev) })
+		wg.Go(func() { r.daemons[i], errs[i] = r.newDaemon(ctx, dev, r.protos[i]) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -192,11 +252,13 @@ func (r *Run) launch(ctx context.Context) {
 			}
 		})
 	}
-	r.wg.Go(func() { r.pendingLoop(ctx) })
+	for _, ln := range r.lanes {
+		r.wg.Go(func() { r.pendingLoop(ctx, ln) })
+		r.wg.Go(func() { r.resultsLoop(ctx, ln) })
+	}
 	for range r.cfg.SealWorkers {
 		r.wg.Go(func() { r.sealLoop(ctx) })
 	}
-	r.wg.Go(func() { r.resultsLoop(ctx) })
 	for _, d := range r.daemons {
 		r.wg.Go(func() { d.claimLoop(ctx) })
 		r.wg.Go(func() { d.heartbeatLoop(ctx) })
@@ -299,6 +361,7 @@ func (r *Run) call(ctx context.Context, endpoint string, fn func(ctx context.Con
 			return total, err
 		}
 		r.st.call(endpoint, time.Since(t0), ci, err)
+		r.noteUnreadable(endpoint, err)
 		if peer.ErrorCode(err) != protocol.CodeRateLimited {
 			return total, err
 		}
@@ -306,6 +369,28 @@ func (r *Run) call(ctx context.Context, endpoint string, fn func(ctx context.Con
 			return total, err
 		}
 	}
+}
+
+// noteUnreadable counts a 2xx answer the peer could not read: the "2"
+// peers read answers as strictly as the published clients, which would
+// fail on it too. Claims are judged apart (daemon.noteUnreadable).
+func (r *Run) noteUnreadable(endpoint string, err error) {
+	var bad *peer.DecodeError
+	if endpoint == "claim" || !errors.As(err, &bad) {
+		return
+	}
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	if r.rec.unreadable[endpoint] == 0 {
+		r.problem(nil, Inconsistent, "%s answered %d with a body the peer cannot read (later ones are counted in the report): %v", endpoint, bad.Status, bad)
+	}
+	r.rec.unreadable[endpoint]++
+}
+
+// unreadable reports whether err is a 2xx answer that did not parse.
+func unreadable(err error) bool {
+	var bad *peer.DecodeError
+	return errors.As(err, &bad)
 }
 
 // retryAfter is how long a 429 asks the caller to wait (its retryAfter is
@@ -340,28 +425,27 @@ func (r *Run) problem(j *job, kind, format string, args ...any) {
 		r.rec.general = append(r.rec.general, v)
 		return
 	}
-	v.JobID = j.id
+	v.JobID, v.Site = j.id, j.siteID()
 	j.problems = append(j.problems, v)
 }
 
 // enqueue publishes one job, trying again (the same id is idempotent) until
 // it is accepted or the run ends.
-func (r *Run) enqueue(ctx context.Context, id string) {
+func (r *Run) enqueue(ctx context.Context, key string) {
 	select {
 	case r.inflight <- struct{}{}:
 	case <-ctx.Done():
 		return
 	}
 	r.rec.mu.Lock()
-	j := r.rec.jobs[id]
+	j := r.rec.jobs[key]
 	j.deadlineAt = time.Now().Add(r.cfg.JobTTL).UnixMilli()
-	stub := r.site.Stub(id, r.cfg.Kind, j.owner, j.deadlineAt)
 	r.rec.mu.Unlock()
 	retried := false
 	for {
 		var resp protocol.EnqueueResponse
 		ci, err := r.call(ctx, "site/enqueue", func(ctx context.Context) (err error) {
-			resp, err = r.site.Enqueue(ctx, stub)
+			resp, err = j.lane.enqueue(ctx, j, r.cfg.Kind)
 			return err
 		})
 		retried = retried || ci.retries > 0
@@ -373,7 +457,7 @@ func (r *Run) enqueue(ctx context.Context, id string) {
 			r.enqueued.Add(1)
 			return
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || unreadable(err) {
 			return
 		}
 		if st := peer.ErrorStatus(err); st != 0 && st < 500 {

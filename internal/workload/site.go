@@ -11,31 +11,37 @@ import (
 	"github.com/byollm/relayd/protocol"
 )
 
-// pendingLoop polls pending and hands every grant not yet sealed to the
-// seal workers.
-func (r *Run) pendingLoop(ctx context.Context) {
+// sealTask is one pending grant for a lane to seal.
+type sealTask struct {
+	ln *lane
+	pj protocol.PendingJob
+}
+
+// pendingLoop polls a lane's pending and hands every grant of its jobs not
+// yet sealed to the seal workers.
+func (r *Run) pendingLoop(ctx context.Context, ln *lane) {
 	for {
 		var resp protocol.PendingResponse
 		_, err := r.call(ctx, "site/pending", func(ctx context.Context) (err error) {
-			resp, err = r.site.Pending(ctx)
+			resp, err = ln.c.Pending(ctx)
 			return err
 		})
 		if ctx.Err() != nil {
 			return
 		}
 		if err == nil {
-			var todo []protocol.PendingJob
+			var todo []sealTask
 			r.rec.mu.Lock()
 			for _, pj := range resp.Jobs {
-				if g := r.notePending(pj); g != nil && g.sealState == sealNone {
+				if g := r.notePending(ln, pj); g != nil && g.sealState == sealNone && !r.leaveUnsealed(g) {
 					g.sealState = sealQueued
-					todo = append(todo, pj)
+					todo = append(todo, sealTask{ln: ln, pj: pj})
 				}
 			}
 			r.rec.mu.Unlock()
-			for _, pj := range todo {
+			for _, task := range todo {
 				select {
-				case r.sealQueue <- pj:
+				case r.sealQueue <- task:
 				case <-ctx.Done():
 					return
 				}
@@ -47,19 +53,36 @@ func (r *Run) pendingLoop(ctx context.Context) {
 	}
 }
 
+// leaveUnsealed decides, at the first grant of a "2" job the site sees,
+// whether the site lets it lapse unsealed (Config.UnsealedFraction).
+// r.rec.mu is held.
+func (r *Run) leaveUnsealed(g *grant) bool {
+	j := r.rec.jobs[g.jobID]
+	if j.unsealedDecided {
+		return g.unsealed
+	}
+	j.unsealedDecided = true
+	g.unsealed = j.lane.proto == ProtocolV2 && fraction("unsealed/"+j.key) < r.cfg.UnsealedFraction
+	return g.unsealed
+}
+
 // notePending records a pending entry: the grant it shows (new if its claim
 // answer never reached a daemon) and the device to seal to. It reports
-// its grant, or nil when the job is not one of this run's. r.rec.mu is held.
-func (r *Run) notePending(pj protocol.PendingJob) *grant {
-	j := r.rec.jobs[pj.JobID]
+// its grant, or nil when the job is not one of this lane's (a mixed run's
+// other lane of the same site handles its own). r.rec.mu is held.
+func (r *Run) notePending(ln *lane, pj protocol.PendingJob) *grant {
+	j := r.rec.jobs[jobKey(ln.siteID, pj.JobID)]
 	if j == nil {
 		r.st.note("site: pending lists a job this run never published")
+		return nil
+	}
+	if j.lane != ln {
 		return nil
 	}
 	grantedAt := pj.AwaitingUntil - protocol.AwaitingPayloadMs
 	g := r.rec.leases[pj.LeaseID]
 	if g == nil {
-		g = r.rec.addGrant(&grant{jobID: pj.JobID, leaseID: pj.LeaseID, runner: pj.RunnerID, source: "pending",
+		g = r.rec.addGrant(&grant{jobID: j.key, leaseID: pj.LeaseID, runner: pj.RunnerID, source: "pending",
 			grantedAt: grantedAt, expiresAt: pj.LeaseExpiresAt})
 	} else {
 		if g.runner != pj.RunnerID || g.grantedAt != grantedAt {
@@ -81,19 +104,20 @@ func (r *Run) notePending(pj protocol.PendingJob) *grant {
 // sealLoop seals payloads to the device pending named and hands them over.
 func (r *Run) sealLoop(ctx context.Context) {
 	for {
-		var pj protocol.PendingJob
+		var task sealTask
 		select {
-		case pj = <-r.sealQueue:
+		case task = <-r.sealQueue:
 		case <-ctx.Done():
 			return
 		}
+		ln, pj := task.ln, task.pj
 		r.rec.mu.Lock()
-		j := r.rec.jobs[pj.JobID]
+		j := r.rec.jobs[jobKey(ln.siteID, pj.JobID)]
 		g := r.rec.leases[pj.LeaseID]
 		deadline, payload := j.deadlineAt, j.payload
 		r.rec.mu.Unlock()
 
-		env, err := r.site.SealFor(pj, pj.JobID, deadline, payload)
+		env, err := ln.c.SealFor(pj, pj.JobID, deadline, payload)
 		if err != nil {
 			r.st.note("site: seal: " + err.Error())
 			r.rec.mu.Lock()
@@ -102,7 +126,7 @@ func (r *Run) sealLoop(ctx context.Context) {
 			continue
 		}
 		_, err = r.call(ctx, "site/payload", func(ctx context.Context) error {
-			_, err := r.site.Payload(ctx, pj.JobID, env)
+			_, err := ln.c.Payload(ctx, pj.JobID, env)
 			return err
 		})
 		recv := nowMs()
@@ -123,13 +147,14 @@ func (r *Run) sealLoop(ctx context.Context) {
 	}
 }
 
-// resultsLoop polls results and collects each job's result once.
-func (r *Run) resultsLoop(ctx context.Context) {
+// resultsLoop polls a lane's results and collects each of its jobs'
+// results once.
+func (r *Run) resultsLoop(ctx context.Context, ln *lane) {
 	for {
 		var resp protocol.ResultsResponse
 		t0 := time.Now()
 		_, err := r.call(ctx, "site/results", func(ctx context.Context) (err error) {
-			resp, err = r.site.Results(ctx)
+			resp, err = ln.c.Results(ctx)
 			return err
 		})
 		if ctx.Err() != nil {
@@ -138,7 +163,7 @@ func (r *Run) resultsLoop(ctx context.Context) {
 		n := 0
 		if err == nil {
 			n = len(resp.Jobs)
-			r.collectAll(resp.Jobs)
+			r.collectAll(ln, resp.Jobs)
 		}
 		// Results stay listed until their deadline, so every poll returns
 		// all of them: poll less often as the listing grows (and never
@@ -156,7 +181,7 @@ func (r *Run) resultsLoop(ctx context.Context) {
 // collectAll takes a results listing: results seen before are only checked
 // for change; new ones are opened, several at once (opening is the site's
 // costliest step).
-func (r *Run) collectAll(listing []protocol.FinishedJob) {
+func (r *Run) collectAll(ln *lane, listing []protocol.FinishedJob) {
 	type fresh struct {
 		fin     protocol.FinishedJob
 		j       *job
@@ -166,9 +191,12 @@ func (r *Run) collectAll(listing []protocol.FinishedJob) {
 	var todo []fresh
 	r.rec.mu.Lock()
 	for _, fin := range listing {
-		j := r.rec.jobs[fin.JobID]
+		j := r.rec.jobs[jobKey(ln.siteID, fin.JobID)]
 		if j == nil {
 			r.st.note("site: results list a job this run never published")
+			continue
+		}
+		if j.lane != ln {
 			continue
 		}
 		if seen := j.site; seen != nil {
@@ -212,7 +240,7 @@ func (r *Run) collect(fin protocol.FinishedJob, j *job, device protocol.PublicId
 	if !sawPending {
 		problem = &Violation{Kind: WrongDevice, Detail: "a result under lease " + fin.LeaseID + " (" + fin.RunnerID + "), which the site never saw pending, so it has no device key of its own to open it with"}
 	} else {
-		plain, err := peer.Open(r.cfg.Keys.Site.Keys, fin.Envelope, peer.Expectation{JobID: fin.JobID, Direction: protocol.DirectionResult, SenderIdentity: device.Identity})
+		plain, err := peer.Open(j.lane.keys, fin.Envelope, peer.Expectation{JobID: fin.JobID, Direction: protocol.DirectionResult, SenderIdentity: device.Identity})
 		switch {
 		case err != nil:
 			problem = &Violation{Kind: ResultUnopenable, Detail: "with the device pending named for lease " + fin.LeaseID + ": " + err.Error()}
