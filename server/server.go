@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"time"
 
 	"github.com/byollm/relayd/admission"
