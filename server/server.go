@@ -23,6 +23,7 @@ import (
 	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/backend"
+	"github.com/byollm/relayd/store/valkey"
 )
 
 // Hooks lets the caller observe a running server; tests use it to learn the
@@ -48,6 +49,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if err != nil {
 		return err
 	}
+	watchResultsCache(m, b.Store)
 	st := m.InstrumentStore(b.Store)
 	defer func() {
 		if err := st.Close(); err != nil {
@@ -295,4 +297,17 @@ func profiles() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// watchResultsCache exports the results cache of a store that keeps one
+// (the Valkey store).
+func watchResultsCache(m *metrics.Metrics, st store.RoutingStore) {
+	vs, ok := st.(*valkey.Store)
+	if !ok {
+		return
+	}
+	m.WatchResultsCache(func() metrics.ResultsCache {
+		c := vs.ResultsCacheCounts()
+		return metrics.ResultsCache{BytesUsed: c.BytesUsed, OverLimit: c.OverLimit, OverLimitBytes: c.OverLimitBytes, Partial: c.Partial}
+	})
 }

@@ -137,7 +137,7 @@ func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger) (*val
 	opts := valkey.Options{
 		Addrs: c.Addrs, Username: c.Username, Password: c.Password,
 		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, KeyPrefix: c.Prefix,
-		Timeout: c.Timeout, ResultsCacheBytes: c.ResultsCacheBytes,
+		Timeout: c.Timeout, ResultsCacheBytes: c.ResultsCacheBytes, Logger: logger,
 	}
 	if c.TLS {
 		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}

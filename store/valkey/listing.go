@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 
@@ -32,6 +33,12 @@ const (
 	// listPageBytes caps the bytes of records and results one listing
 	// script reads, so no page holds the server long; one job always fits.
 	listPageBytes = 1 << 20
+	// idsPage is how many ids and marks one results script returns (about
+	// 60 bytes each, so well inside listPageBytes): few round trips for
+	// the one read that every changed poll makes whole.
+	idsPage = 5000
+	// bodyFetchers is how many resultBodies calls a poll keeps in flight.
+	bodyFetchers = 4
 	// listingAttempts is how often a results listing is read again when
 	// the site's jobs changed while it was read, before it is returned
 	// as read (as a pageful read at several moments) and cached only for
@@ -79,17 +86,72 @@ func (l *siteListing) render() []store.Job {
 // used first to go when the listings together pass limit bytes. Sites
 // poll that listing and it holds every result until its deadline, so an
 // unchanged poll is answered from here after one tiny script, and a
-// changed one fetches only the jobs whose marks moved.
+// changed one fetches only the jobs whose marks moved. A listing read in
+// part (its poll ran out of time, or it is larger than limit) is kept
+// under unmatchedToken, for the bodies it holds: the next poll reads the
+// ids again and fetches only the rest.
 type resultsCache struct {
 	mu    sync.Mutex
 	limit int64
 	used  int64
 	lru   *list.List // of *siteListing, most recently used at the front
 	sites map[string]*list.Element
+	// reading holds, per site, a channel closed when the poll now reading
+	// that site's listing is done: polls of one site read it one at a
+	// time, so concurrent polls never each hold a copy being read.
+	reading map[string]chan struct{}
+	// over is the set of sites whose last listing passed limit, so that
+	// the log says so once per site and episode, not on every poll.
+	over   map[string]bool
+	counts ResultsCacheCounts
+	logger *slog.Logger
+}
+
+// ResultsCacheCounts is what a replica's results cache reports to its
+// metrics.
+type ResultsCacheCounts struct {
+	// BytesUsed is what the cached listings account for now.
+	BytesUsed int64
+	// OverLimit counts listings that did not fit the cache whole: each
+	// was kept only in part, and the next poll of its site reads the
+	// rest from Valkey again.
+	OverLimit uint64
+	// OverLimitBytes sums the bytes those listings could not keep.
+	OverLimitBytes uint64
+	// Partial counts polls that ran out of time or failed while reading,
+	// keeping what they had read for the next poll.
+	Partial uint64
 }
 
 func newResultsCache(limit int64) *resultsCache {
-	return &resultsCache{limit: limit, lru: list.New(), sites: map[string]*list.Element{}}
+	return &resultsCache{limit: limit, lru: list.New(), sites: map[string]*list.Element{},
+		reading: map[string]chan struct{}{}, over: map[string]bool{}, logger: slog.New(slog.DiscardHandler)}
+}
+
+// lockSite waits until no other poll of this replica reads site's
+// listing, then claims it until release is called.
+func (c *resultsCache) lockSite(ctx context.Context, site string) (release func(), err error) {
+	for {
+		c.mu.Lock()
+		busy, ok := c.reading[site]
+		if !ok {
+			done := make(chan struct{})
+			c.reading[site] = done
+			c.mu.Unlock()
+			return func() {
+				c.mu.Lock()
+				delete(c.reading, site)
+				c.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("valkey store: %s: waiting for this site's listing being read: %w", store.OpResults, ctx.Err())
+		}
+	}
 }
 
 // get returns the site's cached listing, or nil.
@@ -105,7 +167,9 @@ func (c *resultsCache) get(site string) *siteListing {
 }
 
 // put caches l in place of the site's earlier listing. A listing larger
-// than the whole cache is not kept: the next poll reads it again.
+// than the whole cache keeps only its first jobs that fit, under
+// unmatchedToken: the site's polls cost more Valkey reads, never a wrong
+// or missing answer.
 func (c *resultsCache) put(l *siteListing) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -113,6 +177,11 @@ func (c *resultsCache) put(l *siteListing) {
 		c.remove(e)
 	}
 	if l.bytes > c.limit {
+		l = c.overLimit(l)
+	} else {
+		delete(c.over, l.site)
+	}
+	if len(l.jobs) == 0 {
 		return
 	}
 	c.sites[l.site] = c.lru.PushFront(l)
@@ -120,6 +189,31 @@ func (c *resultsCache) put(l *siteListing) {
 	for c.used > c.limit {
 		c.remove(c.lru.Back())
 	}
+}
+
+// overLimit returns the part of l the cache keeps, counting and, once per
+// episode, logging what it cannot keep.
+func (c *resultsCache) overLimit(l *siteListing) *siteListing {
+	kept := &siteListing{site: l.site, token: unmatchedToken, bytes: cachedJobOverhead}
+	for _, j := range l.jobs {
+		if kept.bytes+j.bytes > c.limit {
+			break
+		}
+		kept.jobs = append(kept.jobs, j)
+		kept.bytes += j.bytes
+	}
+	if c.limit <= 0 {
+		return kept // caching is off: nothing to report
+	}
+	c.counts.OverLimit++
+	c.counts.OverLimitBytes += uint64(l.bytes - kept.bytes)
+	if !c.over[l.site] {
+		c.over[l.site] = true
+		c.logger.Warn("a site's results listing is larger than --results-cache-bytes: each of its polls reads the part not kept from Valkey again",
+			slog.String("site_id", l.site), slog.Int("jobs", len(l.jobs)), slog.Int64("listing_bytes", l.bytes),
+			slog.Int64("cache_bytes", c.limit), slog.Int("jobs_kept", len(kept.jobs)))
+	}
+	return kept
 }
 
 func (c *resultsCache) remove(e *list.Element) {
@@ -135,12 +229,35 @@ func (c *resultsCache) bytesUsed() int64 {
 	return c.used
 }
 
+func (c *resultsCache) partial() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counts.Partial++
+}
+
+// ResultsCacheCounts reports this replica's results cache to its metrics.
+func (s *Store) ResultsCacheCounts() ResultsCacheCounts {
+	c := s.results
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.counts
+	out.BytesUsed = c.used
+	return out
+}
+
 // Results implements store.RoutingStore. An unchanged listing costs one
 // tiny script; a changed one reads ids and marks, then the bodies of only
-// the jobs the cached listing does not hold as they are now.
+// the jobs the cached listing does not hold as they are now. What a poll
+// read is kept even when it fails or runs out of time, so a large listing
+// is read over a few polls rather than never.
 func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error) {
+	release, err := s.results.lockSite(ctx, siteID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	prev := s.results.get(siteID)
-	if prev != nil {
+	if prev != nil && prev.token != unmatchedToken {
 		tok, err := s.resultsVersion(ctx, siteID)
 		if err != nil {
 			return nil, err
@@ -153,7 +270,13 @@ func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error)
 	for range listingAttempts {
 		var consistent bool
 		var err error
-		if l, consistent, err = s.readResults(ctx, siteID, prev); err != nil {
+		l, consistent, err = s.readResults(ctx, siteID, prev)
+		if err != nil {
+			if l != nil {
+				s.results.partial()
+				l.token = unmatchedToken
+				s.results.put(l)
+			}
 			return nil, err
 		}
 		if consistent {
@@ -166,9 +289,10 @@ func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error)
 	// with its mark in one step, so the next poll may reuse any whose mark
 	// is unchanged; the listing is kept under a token no version matches,
 	// for that poll reads the ids again.
+	out := l.render()
 	l.token = unmatchedToken
 	s.results.put(l)
-	return l.render(), nil
+	return out, nil
 }
 
 // unmatchedToken is the token of a cached listing that was never read
@@ -201,7 +325,9 @@ type listed struct{ id, mark string }
 
 // readResults reads a site's listing, reusing from prev every job whose
 // mark is unchanged. It reports whether every step saw one token, which
-// makes the listing exactly the site's at that token.
+// makes the listing exactly the site's at that token. When fetching
+// bodies fails part way, it returns the listing of the jobs it holds
+// with the error, for the caller to keep.
 func (s *Store) readResults(ctx context.Context, siteID string, prev *siteListing) (*siteListing, bool, error) {
 	ids, tok, consistent, err := s.resultIDs(ctx, siteID)
 	if err != nil {
@@ -220,9 +346,6 @@ func (s *Store) readResults(ctx context.Context, siteID string, prev *siteListin
 		}
 	}
 	fetched, same, err := s.resultBodies(ctx, siteID, need, tok)
-	if err != nil {
-		return nil, false, err
-	}
 	l := &siteListing{site: siteID, token: tok, bytes: cachedJobOverhead}
 	for _, e := range ids {
 		c, ok := fetched[e.id]
@@ -234,7 +357,7 @@ func (s *Store) readResults(ctx context.Context, siteID string, prev *siteListin
 		l.jobs = append(l.jobs, c)
 		l.bytes += c.bytes
 	}
-	return l, consistent && same, nil
+	return l, err == nil && consistent && same, err
 }
 
 // resultIDs pages through a site's listed ids and marks, reporting the
@@ -244,7 +367,7 @@ func (s *Store) resultIDs(ctx context.Context, siteID string) ([]listed, listing
 	var first listingToken
 	consistent := true
 	for page, after := 0, ""; ; page++ {
-		msg, err := s.exec(ctx, s.newCall(store.OpResults, siteID, after, strconv.Itoa(readPage), strconv.Itoa(listPageBytes)))
+		msg, err := s.exec(ctx, s.newCall(store.OpResults, siteID, after, strconv.Itoa(idsPage), strconv.Itoa(listPageBytes)))
 		if err != nil {
 			return nil, listingToken{}, false, err
 		}
@@ -271,42 +394,98 @@ func (s *Store) resultIDs(ctx context.Context, siteID string) ([]listed, listing
 	}
 }
 
-// resultBodies fetches and decodes the named jobs, in byte-bounded calls,
-// reporting whether every call saw token. Jobs gone or unreadable by then
-// are left out.
+// bodyFetch gathers what concurrent resultBodies calls read.
+type bodyFetch struct {
+	mu    sync.Mutex
+	jobs  map[string]cachedJob
+	same  bool
+	token listingToken
+}
+
+func (f *bodyFetch) add(jobs []cachedJob, tok listingToken) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.same = f.same && tok == f.token
+	for _, c := range jobs {
+		f.jobs[c.id] = c
+	}
+}
+
+// resultBodies fetches and decodes the named jobs, in byte-bounded calls
+// of which up to bodyFetchers are in flight at once (so that the server
+// runs one while this replica decodes another), reporting whether every
+// call saw token. Jobs gone or unreadable by then are left out. On an
+// error it still returns every job the calls that succeeded read.
 func (s *Store) resultBodies(ctx context.Context, siteID string, ids []string, token listingToken) (map[string]cachedJob, bool, error) {
-	out := map[string]cachedJob{}
-	same := true
+	f := &bodyFetch{jobs: map[string]cachedJob{}, same: true, token: token}
+	batches := make(chan []string)
+	errs := make(chan error, bodyFetchers)
+	var wg sync.WaitGroup
+	for range bodyFetchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for batch := range batches {
+				if err := s.fetchBatch(ctx, siteID, batch, f); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var err error
+feed:
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), readPage)]
-		msg, err := s.exec(ctx, s.newCall(opResultBodies, append([]string{siteID, strconv.Itoa(listPageBytes)}, batch...)...))
+		select {
+		case batches <- batch:
+			ids = ids[len(batch):]
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(batches)
+	wg.Wait()
+	close(errs)
+	if err == nil {
+		err = <-errs // nil when the channel is empty
+	}
+	return f.jobs, f.same, err
+}
+
+// fetchBatch reads the bodies of ids into f, asking again for what a
+// byte-capped reply left out.
+func (s *Store) fetchBatch(ctx context.Context, siteID string, ids []string, f *bodyFetch) error {
+	for len(ids) > 0 {
+		msg, err := s.exec(ctx, s.newCall(opResultBodies, append([]string{siteID, strconv.Itoa(listPageBytes)}, ids...)...))
 		if err != nil {
-			return nil, false, err
+			return err
 		}
 		ms, err := msg.ToArray()
 		if err != nil || len(ms) < 2 || (len(ms)-2)%4 != 0 {
-			return nil, false, fmt.Errorf("valkey store: %s: unexpected reply", opResultBodies)
+			return fmt.Errorf("valkey store: %s: unexpected reply", opResultBodies)
 		}
 		tok, err := tokenOf(opResultBodies, ms)
 		if err != nil {
-			return nil, false, err
+			return err
 		}
-		same = same && tok == token
 		if len(ms) == 2 {
-			return nil, false, fmt.Errorf("valkey store: %s: no job in the reply", opResultBodies)
+			return fmt.Errorf("valkey store: %s: no job in the reply", opResultBodies)
 		}
+		jobs := make([]cachedJob, 0, (len(ms)-2)/4)
 		for i := 2; i < len(ms); i += 4 {
 			c, ok, err := decodeListed(ms[i : i+4])
 			if err != nil {
-				return nil, false, err
+				return err
 			}
 			if ok {
-				out[c.id] = c
+				jobs = append(jobs, c)
 			}
 		}
+		f.add(jobs, tok)
 		ids = ids[(len(ms)-2)/4:]
 	}
-	return out, same, nil
+	return nil
 }
 
 // decodeListed decodes one (id, mark, record, result) group of a

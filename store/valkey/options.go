@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -57,6 +58,9 @@ type Options struct {
 	// sites' results listings, least recently polled first to go (0 means
 	// DefaultResultsCacheBytes; negative caches nothing).
 	ResultsCacheBytes int64
+	// Logger, when set, hears when a site's results listing is larger
+	// than the cache (once per site until it fits again).
+	Logger *slog.Logger
 }
 
 // ValidatePrefix checks that a key prefix carries a hash tag, so that all
@@ -150,6 +154,9 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	s.owned = true
 	if o.ResultsCacheBytes != 0 {
 		s.results = newResultsCache(max(o.ResultsCacheBytes, 0))
+	}
+	if o.Logger != nil {
+		s.results.logger = o.Logger
 	}
 	if err := s.Ping(ctx); err != nil {
 		client.Close()
