@@ -1,13 +1,17 @@
 package valkey
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -22,9 +26,12 @@ const (
 	opResultsVersion store.Op = "resultsVersion"
 	// opResultBodies reads the records and results of named done jobs.
 	opResultBodies store.Op = "resultBodies"
+	// opResultChanges reads the journal of a site's listing: what changed
+	// after a version, so a changed poll reads O(the change).
+	opResultChanges store.Op = "resultChanges"
 )
 
-var storeOnlyOps = []store.Op{opResultsVersion, opResultBodies, opBucket, opRoutes}
+var storeOnlyOps = []store.Op{opResultsVersion, opResultBodies, opResultChanges, opBucket, opRoutes}
 
 const (
 	// DefaultResultsCacheBytes bounds each replica's cache of results
@@ -62,13 +69,22 @@ type listingToken struct {
 type siteListing struct {
 	site  string
 	token listingToken
-	jobs  []cachedJob
-	bytes int64
+	// base is a version number the listing reflects every change up to
+	// (it may reflect later ones too), so the journal since base brings
+	// it up to date; -1 for a listing read only in part.
+	base int64
+	// wholeAt is the server time (µs, from the version) when the ids were
+	// last read whole; the journal is trusted for journalTrust after it.
+	wholeAt int64
+	jobs    []cachedJob
+	bytes   int64
 }
 
-// cachedJob is one listed job, decoded, with the mark it was read under.
+// cachedJob is one listed job, decoded, with the mark it was read under
+// and its enqueue sequence, the listing's order.
 type cachedJob struct {
 	id, mark string
+	seq      int64
 	job      store.Job
 	bytes    int64
 }
@@ -105,6 +121,9 @@ type resultsCache struct {
 	over   map[string]bool
 	counts ResultsCacheCounts
 	logger *slog.Logger
+	// fetchers is bodyFetchers and trust journalTrust; tests change them.
+	fetchers int
+	trust    int64
 }
 
 // ResultsCacheCounts is what a replica's results cache reports to its
@@ -125,7 +144,8 @@ type ResultsCacheCounts struct {
 
 func newResultsCache(limit int64) *resultsCache {
 	return &resultsCache{limit: limit, lru: list.New(), sites: map[string]*list.Element{},
-		reading: map[string]chan struct{}{}, over: map[string]bool{}, logger: slog.New(slog.DiscardHandler)}
+		reading: map[string]chan struct{}{}, over: map[string]bool{}, logger: slog.New(slog.DiscardHandler),
+		fetchers: bodyFetchers, trust: journalTrust}
 }
 
 // lockSite waits until no other poll of this replica reads site's
@@ -194,7 +214,7 @@ func (c *resultsCache) put(l *siteListing) {
 // overLimit returns the part of l the cache keeps, counting and, once per
 // episode, logging what it cannot keep.
 func (c *resultsCache) overLimit(l *siteListing) *siteListing {
-	kept := &siteListing{site: l.site, token: unmatchedToken, bytes: cachedJobOverhead}
+	kept := &siteListing{site: l.site, token: unmatchedToken, base: -1, bytes: cachedJobOverhead}
 	for _, j := range l.jobs {
 		if kept.bytes+j.bytes > c.limit {
 			break
@@ -246,8 +266,9 @@ func (s *Store) ResultsCacheCounts() ResultsCacheCounts {
 }
 
 // Results implements store.RoutingStore. An unchanged listing costs one
-// tiny script; a changed one reads ids and marks, then the bodies of only
-// the jobs the cached listing does not hold as they are now. What a poll
+// tiny script; a changed one reads the journal of what changed since the
+// cached listing (or, without one, every id and mark), then the bodies of
+// only the jobs the cached listing does not hold as they are now. What a poll
 // read is kept even when it fails or runs out of time, so a large listing
 // is read over a few polls rather than never.
 func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error) {
@@ -270,7 +291,7 @@ func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error)
 	for range listingAttempts {
 		var consistent bool
 		var err error
-		l, consistent, err = s.readResults(ctx, siteID, prev)
+		l, consistent, err = s.nextListing(ctx, siteID, prev)
 		if err != nil {
 			if l != nil {
 				s.results.partial()
@@ -346,7 +367,10 @@ func (s *Store) readResults(ctx context.Context, siteID string, prev *siteListin
 		}
 	}
 	fetched, same, err := s.resultBodies(ctx, siteID, need, tok)
-	l := &siteListing{site: siteID, token: tok, bytes: cachedJobOverhead}
+	l := &siteListing{site: siteID, token: tok, base: versionNumber(tok.version), wholeAt: versionTime(tok.version), bytes: cachedJobOverhead}
+	if err != nil {
+		l.base = -1 // some listed jobs were not fetched
+	}
 	for _, e := range ids {
 		c, ok := fetched[e.id]
 		if !ok {
@@ -419,9 +443,9 @@ func (f *bodyFetch) add(jobs []cachedJob, tok listingToken) {
 func (s *Store) resultBodies(ctx context.Context, siteID string, ids []string, token listingToken) (map[string]cachedJob, bool, error) {
 	f := &bodyFetch{jobs: map[string]cachedJob{}, same: true, token: token}
 	batches := make(chan []string)
-	errs := make(chan error, bodyFetchers)
+	errs := make(chan error, s.results.fetchers)
 	var wg sync.WaitGroup
-	for range bodyFetchers {
+	for range s.results.fetchers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -514,5 +538,184 @@ func decodeListed(ms []valkey.ValkeyMessage) (cachedJob, bool, error) {
 		return cachedJob{}, false, fmt.Errorf("valkey store: %s: %w", opResultBodies, err)
 	}
 	size := int64(len(id)+len(mark)+len(*parts[2])+len(*parts[3])) + cachedJobOverhead
-	return cachedJob{id: id, mark: mark, job: j, bytes: size}, true, nil
+	return cachedJob{id: id, mark: mark, seq: recordSeq(*parts[2]), job: j, bytes: size}, true, nil
+}
+
+// versionNumber is the count a results version starts with: 0 before the
+// first change, -1 for a version no relay wrote.
+func versionNumber(v string) int64 {
+	if v == "" {
+		return 0
+	}
+	digits := v
+	if dot := strings.IndexByte(v, '.'); dot >= 0 {
+		digits = v[:dot]
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
+// journalTrust is how long after reading a listing's ids whole a replica
+// brings it up to date from the journal alone. The journal counts
+// versions; a failover that loses the last writes may issue a version
+// number again for other changes, which the journal cannot tell apart, so
+// the ids are read whole again this often (about 60 bytes a job) to bound
+// what such a loss can hide. The count of listed jobs is checked on every
+// poll besides.
+const journalTrust = int64(time.Minute / time.Microsecond)
+
+// trusted says whether the journal may bring prev up to tok: the version
+// has not gone back, and prev's ids were read whole recently enough.
+func trusted(prev *siteListing, tok listingToken, trust int64) bool {
+	n, at := versionNumber(tok.version), versionTime(tok.version)
+	return n >= prev.base && prev.wholeAt >= 0 && at >= prev.wholeAt && at-prev.wholeAt < trust
+}
+
+// versionTime is the server time, in microseconds, a results version
+// carries after its count; -1 for one without.
+func versionTime(v string) int64 {
+	_, after, ok := strings.Cut(v, ".")
+	if !ok {
+		return -1
+	}
+	t, err := strconv.ParseInt(after, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return t
+}
+
+// nextListing brings prev up to date from the journal of changes when it
+// can, and reads the listing whole when it cannot.
+func (s *Store) nextListing(ctx context.Context, siteID string, prev *siteListing) (*siteListing, bool, error) {
+	if prev != nil && prev.base >= 0 {
+		l, consistent, usable, err := s.patchResults(ctx, siteID, prev)
+		if err != nil || usable {
+			return l, consistent, err
+		}
+	}
+	return s.readResults(ctx, siteID, prev)
+}
+
+// patchResults applies to prev the journal's changes since prev.base:
+// jobs gone leave, jobs new or changed are fetched. usable is false when
+// the journal does not cover them (or the outcome does not add up), and
+// the listing must be read whole. A fetch that fails part way still
+// returns the merged listing, at prev's base, for the caller to keep.
+func (s *Store) patchResults(ctx context.Context, siteID string, prev *siteListing) (_ *siteListing, consistent, usable bool, _ error) {
+	gone, tokGone, usable, sameGone, err := s.resultChanges(ctx, siteID, prev.base, "t")
+	if err != nil || !usable || !trusted(prev, tokGone, s.results.trust) {
+		return nil, false, false, err
+	}
+	live, tok, usable, sameLive, err := s.resultChanges(ctx, siteID, prev.base, "l")
+	if err != nil || !usable {
+		return nil, false, usable, err
+	}
+	held := make(map[string]cachedJob, len(prev.jobs))
+	for _, c := range prev.jobs {
+		held[c.id] = c
+	}
+	drop := map[string]bool{}
+	for _, e := range gone {
+		drop[e.id] = true
+	}
+	var need []string
+	for _, e := range live {
+		if e.mark == "" {
+			drop[e.id] = true
+			continue
+		}
+		delete(drop, e.id)
+		if c, ok := held[e.id]; !ok || c.mark != e.mark {
+			need = append(need, e.id)
+			drop[e.id] = true // stale unless fetched afresh
+		}
+	}
+	fetched, same, err := s.resultBodies(ctx, siteID, need, tok)
+	l := merged(prev, drop, fetched)
+	consistent = err == nil && sameGone && sameLive && same && tokGone == tok
+	if consistent {
+		if int64(len(l.jobs)) != tok.count {
+			return nil, false, false, nil // jobs came or went unjournalled
+		}
+		l.token, l.base = tok, versionNumber(tok.version)
+	}
+	return l, consistent, true, err
+}
+
+// merged is prev without the jobs in drop, with fetched added or in place,
+// in enqueue order.
+func merged(prev *siteListing, drop map[string]bool, fetched map[string]cachedJob) *siteListing {
+	l := &siteListing{site: prev.site, token: unmatchedToken, base: prev.base, wholeAt: prev.wholeAt, bytes: cachedJobOverhead,
+		jobs: make([]cachedJob, 0, len(prev.jobs)+len(fetched))}
+	for _, c := range prev.jobs {
+		if f, ok := fetched[c.id]; ok {
+			c = f
+			delete(fetched, c.id)
+		} else if drop[c.id] {
+			continue
+		}
+		l.jobs = append(l.jobs, c)
+		l.bytes += c.bytes
+	}
+	for _, c := range fetched {
+		l.jobs = append(l.jobs, c)
+		l.bytes += c.bytes
+	}
+	if len(fetched) > 0 {
+		slices.SortStableFunc(l.jobs, func(a, b cachedJob) int { return cmp.Compare(a.seq, b.seq) })
+	}
+	return l
+}
+
+// resultChanges pages through the journal entries of one kind ("l" live,
+// "t" tombstones) of a site after version number since, reporting the
+// first page's token, whether the journal covers them, and whether every
+// page saw one token.
+func (s *Store) resultChanges(ctx context.Context, siteID string, since int64, kind string) (_ []listed, first listingToken, usable, consistent bool, _ error) {
+	var out []listed
+	consistent = true
+	for page, after := 0, ""; ; page++ {
+		msg, err := s.exec(ctx, s.newCall(opResultChanges, siteID, strconv.FormatInt(since, 10), kind, after, strconv.Itoa(idsPage)))
+		if err != nil {
+			return nil, listingToken{}, false, false, err
+		}
+		ms, err := msg.AsStrSlice()
+		if err != nil || len(ms) < 5 || (len(ms)-5)%2 != 0 {
+			return nil, listingToken{}, false, false, fmt.Errorf("valkey store: %s: unexpected reply", opResultChanges)
+		}
+		count, err := strconv.ParseInt(ms[1], 10, 64)
+		if err != nil {
+			return nil, listingToken{}, false, false, fmt.Errorf("valkey store: %s: count: %w", opResultChanges, err)
+		}
+		tok := listingToken{version: ms[0], count: count}
+		if page == 0 {
+			first = tok
+		}
+		if ms[2] != "1" {
+			return nil, first, false, false, nil
+		}
+		consistent = consistent && tok == first
+		for i := 5; i < len(ms); i += 2 {
+			out = append(out, listed{id: ms[i], mark: ms[i+1]})
+		}
+		after = ms[3]
+		if ms[4] != "1" {
+			return out, first, true, consistent, nil
+		}
+	}
+}
+
+// recordSeq reads a job record's enqueue sequence, the order of the
+// site's listing; 0 when the record does not say.
+func recordSeq(raw string) int64 {
+	f, err := unframe(raw)
+	if err != nil || len(f) <= fieldSeq {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[fieldSeq], 10, 64)
+	return n
 }
