@@ -76,8 +76,11 @@ type siteListing struct {
 	// wholeAt is the server time (µs, from the version) when the ids were
 	// last read whole; the journal is trusted for journalTrust after it.
 	wholeAt int64
-	jobs    []cachedJob
-	bytes   int64
+	// scan, on a listing read in part, is its unfinished (or finished but
+	// not yet fetched) read of the ids, which the next poll continues.
+	scan  *listingScan
+	jobs  []cachedJob
+	bytes int64
 }
 
 // cachedJob is one listed job, decoded, with the mark it was read under
@@ -121,9 +124,10 @@ type resultsCache struct {
 	over   map[string]bool
 	counts ResultsCacheCounts
 	logger *slog.Logger
-	// fetchers is bodyFetchers and trust journalTrust; tests change them.
-	fetchers int
-	trust    int64
+	// fetchers is bodyFetchers, pageIDs idsPage and trust journalTrust;
+	// tests change them.
+	fetchers, pageIDs int
+	trust             int64
 }
 
 // ResultsCacheCounts is what a replica's results cache reports to its
@@ -145,7 +149,7 @@ type ResultsCacheCounts struct {
 func newResultsCache(limit int64) *resultsCache {
 	return &resultsCache{limit: limit, lru: list.New(), sites: map[string]*list.Element{},
 		reading: map[string]chan struct{}{}, over: map[string]bool{}, logger: slog.New(slog.DiscardHandler),
-		fetchers: bodyFetchers, trust: journalTrust}
+		fetchers: bodyFetchers, pageIDs: idsPage, trust: journalTrust}
 }
 
 // lockSite waits until no other poll of this replica reads site's
@@ -201,7 +205,7 @@ func (c *resultsCache) put(l *siteListing) {
 	} else {
 		delete(c.over, l.site)
 	}
-	if len(l.jobs) == 0 {
+	if len(l.jobs) == 0 && l.scan == nil {
 		return
 	}
 	c.sites[l.site] = c.lru.PushFront(l)
@@ -214,7 +218,7 @@ func (c *resultsCache) put(l *siteListing) {
 // overLimit returns the part of l the cache keeps, counting and, once per
 // episode, logging what it cannot keep.
 func (c *resultsCache) overLimit(l *siteListing) *siteListing {
-	kept := &siteListing{site: l.site, token: unmatchedToken, base: -1, bytes: cachedJobOverhead}
+	kept := &siteListing{site: l.site, token: unmatchedToken, base: -1, wholeAt: -1, scan: l.scan, bytes: cachedJobOverhead}
 	for _, j := range l.jobs {
 		if kept.bytes+j.bytes > c.limit {
 			break
@@ -344,15 +348,34 @@ func tokenOf(op store.Op, ms []valkey.ValkeyMessage) (listingToken, error) {
 // listed is a job a results page named, with its change mark.
 type listed struct{ id, mark string }
 
+// listingScan is a read of a site's ids and marks, page by page, kept
+// across polls so that a listing whose ids alone take longer than a poll's
+// deadline is still read whole over a few polls.
+type listingScan struct {
+	after      string // the last member read
+	ids        []listed
+	first      listingToken
+	consistent bool // every page saw first
+	done       bool
+}
+
 // readResults reads a site's listing, reusing from prev every job whose
-// mark is unchanged. It reports whether every step saw one token, which
-// makes the listing exactly the site's at that token. When fetching
-// bodies fails part way, it returns the listing of the jobs it holds
-// with the error, for the caller to keep.
+// mark is unchanged, and continuing prev's scan of the ids if it has one.
+// It reports whether every step saw one token, which makes the listing
+// exactly the site's at that token. When a step fails part way, it
+// returns a listing (under unmatchedToken) holding what was read, for the
+// caller to keep, with the error.
 func (s *Store) readResults(ctx context.Context, siteID string, prev *siteListing) (*siteListing, bool, error) {
-	ids, tok, consistent, err := s.resultIDs(ctx, siteID)
-	if err != nil {
-		return nil, false, err
+	scan := &listingScan{consistent: true}
+	if prev != nil && prev.scan != nil {
+		scan = prev.scan
+	}
+	if err := s.scanIDs(ctx, siteID, scan); err != nil {
+		l := &siteListing{site: siteID, token: unmatchedToken, base: -1, wholeAt: -1, bytes: cachedJobOverhead, scan: scan}
+		if prev != nil {
+			l.jobs, l.bytes = prev.jobs, prev.bytes
+		}
+		return l, false, err
 	}
 	known := map[string]cachedJob{}
 	if prev != nil {
@@ -361,61 +384,60 @@ func (s *Store) readResults(ctx context.Context, siteID string, prev *siteListin
 		}
 	}
 	var need []string
-	for _, e := range ids {
+	for _, e := range scan.ids {
 		if c, ok := known[e.id]; !ok || e.mark == "" || c.mark != e.mark {
 			need = append(need, e.id)
 		}
 	}
+	tok := scan.first
 	fetched, same, err := s.resultBodies(ctx, siteID, need, tok)
 	l := &siteListing{site: siteID, token: tok, base: versionNumber(tok.version), wholeAt: versionTime(tok.version), bytes: cachedJobOverhead}
-	if err != nil {
-		l.base = -1 // some listed jobs were not fetched
-	}
-	for _, e := range ids {
+	for _, e := range scan.ids {
 		c, ok := fetched[e.id]
 		if !ok {
 			if c, ok = known[e.id]; !ok || e.mark == "" || c.mark != e.mark {
-				continue // gone, or unreadable, by the time it was fetched
+				continue // gone or unreadable by then, or (on err) not fetched yet
 			}
 		}
 		l.jobs = append(l.jobs, c)
 		l.bytes += c.bytes
 	}
-	return l, err == nil && consistent && same, err
+	if err != nil {
+		l.base, l.scan = -1, scan // the next poll fetches the rest, ids as read
+	}
+	return l, err == nil && scan.consistent && same, err
 }
 
-// resultIDs pages through a site's listed ids and marks, reporting the
-// token of the first page and whether every page saw it.
-func (s *Store) resultIDs(ctx context.Context, siteID string) ([]listed, listingToken, bool, error) {
-	var out []listed
-	var first listingToken
-	consistent := true
-	for page, after := 0, ""; ; page++ {
-		msg, err := s.exec(ctx, s.newCall(store.OpResults, siteID, after, strconv.Itoa(idsPage), strconv.Itoa(listPageBytes)))
+// scanIDs reads the rest of scan, a page at a time, noting each page in
+// scan as it arrives.
+func (s *Store) scanIDs(ctx context.Context, siteID string, scan *listingScan) error {
+	for !scan.done {
+		msg, err := s.exec(ctx, s.newCall(store.OpResults, siteID, scan.after, strconv.Itoa(s.results.pageIDs), strconv.Itoa(listPageBytes)))
 		if err != nil {
-			return nil, listingToken{}, false, err
+			return err
 		}
 		ms, err := msg.AsStrSlice()
 		if err != nil || len(ms) < 4 || len(ms)%2 != 0 {
-			return nil, listingToken{}, false, fmt.Errorf("valkey store: %s: unexpected reply", store.OpResults)
+			return fmt.Errorf("valkey store: %s: unexpected reply", store.OpResults)
 		}
 		count, err := strconv.ParseInt(ms[1], 10, 64)
 		if err != nil {
-			return nil, listingToken{}, false, fmt.Errorf("valkey store: %s: count: %w", store.OpResults, err)
+			return fmt.Errorf("valkey store: %s: count: %w", store.OpResults, err)
 		}
 		tok := listingToken{version: ms[0], count: count}
-		if page == 0 {
-			first = tok
+		if scan.after == "" && len(scan.ids) == 0 {
+			scan.first = tok
 		}
-		consistent = consistent && tok == first
+		scan.consistent = scan.consistent && tok == scan.first
 		for i := 4; i < len(ms); i += 2 {
-			out = append(out, listed{id: ms[i], mark: ms[i+1]})
+			scan.ids = append(scan.ids, listed{id: ms[i], mark: ms[i+1]})
 		}
-		after = ms[2]
-		if ms[3] != "1" {
-			return out, first, consistent, nil
+		if ms[2] != "" {
+			scan.after = ms[2]
 		}
+		scan.done = ms[3] != "1"
 	}
+	return nil
 }
 
 // bodyFetch gathers what concurrent resultBodies calls read.
@@ -679,7 +701,7 @@ func (s *Store) resultChanges(ctx context.Context, siteID string, since int64, k
 	var out []listed
 	consistent = true
 	for page, after := 0, ""; ; page++ {
-		msg, err := s.exec(ctx, s.newCall(opResultChanges, siteID, strconv.FormatInt(since, 10), kind, after, strconv.Itoa(idsPage)))
+		msg, err := s.exec(ctx, s.newCall(opResultChanges, siteID, strconv.FormatInt(since, 10), kind, after, strconv.Itoa(s.results.pageIDs)))
 		if err != nil {
 			return nil, listingToken{}, false, false, err
 		}

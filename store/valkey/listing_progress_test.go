@@ -49,21 +49,63 @@ func sentBy(t *testing.T, s *Store, poll func()) int64 {
 // resultBodies call starts: the calls before it completed (one fetcher),
 // that one and any after fail.
 func cancelAtBodyCall(r *Store, n int) func() (context.Context, func() []string) {
+	return cancelAtCall(r, opResultBodies, n, 2)
+}
+
+// cancelAtCall is cancelAtBodyCall for the nth call of op; the poll
+// reports the arguments, after the first skip, of the calls of op before
+// it.
+func cancelAtCall(r *Store, op store.Op, n, skip int) func() (context.Context, func() []string) {
 	return func() (context.Context, func() []string) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var asked []string
 		calls := 0
 		r.onCall = func(c call) {
-			if c.op != opResultBodies {
+			if c.op != op {
 				return
 			}
 			if calls++; calls == n {
 				cancel()
 				return
 			}
-			asked = append(asked, c.args[2:]...)
+			asked = append(asked, c.args[skip:]...)
 		}
 		return ctx, func() []string { return asked }
+	}
+}
+
+// TestResultsIdsReadOverSeveralPolls: when even the ids of a listing take
+// longer than a poll may (here each poll runs out of time at its third
+// page of ids), the next poll continues the read where it stopped, and
+// the listing is served once every page was read, each page once.
+func TestResultsIdsReadOverSeveralPolls(t *testing.T) {
+	const n = 3000
+	s := finishedStore(t, n, 100)
+	want, err := freshReplica(t, s).Results(t.Context(), testSite)
+	require.NoError(t, err)
+
+	r := freshReplica(t, s)
+	r.results.pageIDs = 500
+	poll := cancelAtCall(r, store.OpResults, 3, 1)
+	pages := map[string]int{} // by the member a page starts after
+	var got []store.Job
+	for polls := 1; ; polls++ {
+		require.LessOrEqual(t, polls, 4, "the listing is served by the fourth poll")
+		ctx, asked := poll()
+		got, err = r.Results(ctx, testSite)
+		for i, a := range asked() {
+			if i%3 == 0 { // after, page size, byte cap
+				pages[a]++
+			}
+		}
+		if err == nil {
+			break
+		}
+	}
+	require.Equal(t, want, got)
+	require.Len(t, pages, n/500+1, "six full pages and the empty one that ends the read")
+	for after, times := range pages {
+		require.Equal(t, 1, times, "the page after %q is read once", after)
 	}
 }
 
