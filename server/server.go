@@ -63,7 +63,8 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	}
 	relay := plane.New(plane.Config{
 		SiteID: cfg.SiteID, BasePath: cfg.BasePath, LeaseMs: cfg.LeaseMs, Store: st, Pairings: m.InstrumentPairings(b.Pairings),
-		Projection: src.Current, Clock: LocalClock(cfg), Logger: logger,
+		ResultsAnswerBytes: cfg.ResultsCacheBytes,
+		Projection:         src.Current, Clock: LocalClock(cfg), Logger: logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RateLimit: b.RateLimit, RunnerRate: cfg.RateLimit, SiteRateLimit: b.SiteRateLimit, SiteRate: cfg.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
