@@ -84,3 +84,49 @@ func TestResultsAnswersLargerThanTheLimitAreNotKept(t *testing.T) {
 	}
 	require.Equal(t, 100, a.Encoded())
 }
+
+// BenchmarkResultsAnswers renders the answer of 100,000 finished jobs of
+// 1 KiB results (143 MB): whole, as every poll did before answers were
+// kept; unchanged; and with one job more.
+func BenchmarkResultsAnswers(b *testing.B) {
+	jobs := finishedJobs(100_000)
+	pad := string(bytes.Repeat([]byte("x"), 1024))
+	for i := range jobs {
+		jobs[i].Envelope.Ciphertext += pad
+	}
+	b.Run("whole", func(b *testing.B) {
+		for range b.N {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(protocol.ResultsResponse{Jobs: jobs}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("unchanged", func(b *testing.B) {
+		a := NewResultsAnswers(1 << 30)
+		if _, err := a.Render("site", jobs); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for range b.N {
+			if _, err := a.Render("site", append([]protocol.FinishedJob(nil), jobs...)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("one-new", func(b *testing.B) {
+		a := NewResultsAnswers(1 << 30)
+		if _, err := a.Render("site", jobs[:len(jobs)-1]); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			next := jobs[:len(jobs)-1+i%2]
+			if _, err := a.Render("site", append([]protocol.FinishedJob(nil), next...)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
