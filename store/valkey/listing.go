@@ -46,10 +46,10 @@ const (
 	idsPage = 5000
 	// bodyFetchers is how many resultBodies calls a poll keeps in flight.
 	bodyFetchers = 4
-	// listingAttempts is how often a results listing is read again when
-	// the site's jobs changed while it was read, before it is returned
-	// as read (as a pageful read at several moments) and cached only for
-	// its jobs' bodies.
+	// listingAttempts is how often a results listing is brought up to
+	// date again when the site's jobs changed while it was read, before
+	// it is returned as read (pages read at several moments) and cached
+	// under unmatchedToken, for its bodies and its base.
 	listingAttempts = 3
 	// cachedJobOverhead approximates the memory of one cached job beyond
 	// its stored bytes, and of one cached listing beyond its jobs.
@@ -368,7 +368,8 @@ type listingScan struct {
 func (s *Store) readResults(ctx context.Context, siteID string, prev *siteListing) (*siteListing, bool, error) {
 	scan := &listingScan{consistent: true}
 	if prev != nil && prev.scan != nil {
-		scan = prev.scan
+		continued := *prev.scan // the cached listing's own stays as it was
+		scan = &continued
 	}
 	if err := s.scanIDs(ctx, siteID, scan); err != nil {
 		l := &siteListing{site: siteID, token: unmatchedToken, base: -1, wholeAt: -1, bytes: cachedJobOverhead, scan: scan}
