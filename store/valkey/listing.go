@@ -119,6 +119,7 @@ type resultsCache struct {
 	// that site's listing is done: polls of one site read it one at a
 	// time, so concurrent polls never each hold a copy being read.
 	reading map[string]chan struct{}
+	waiting int // polls waiting for another's read
 	// over is the set of sites whose last listing passed limit, so that
 	// the log says so once per site and episode, not on every poll.
 	over   map[string]bool
@@ -169,13 +170,28 @@ func (c *resultsCache) lockSite(ctx context.Context, site string) (release func(
 				close(done)
 			}, nil
 		}
+		c.waiting++
 		c.mu.Unlock()
+		var err error
 		select {
 		case <-busy:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("valkey store: %s: waiting for this site's listing being read: %w", store.OpResults, ctx.Err())
+			err = fmt.Errorf("valkey store: %s: waiting for this site's listing being read: %w", store.OpResults, ctx.Err())
+		}
+		c.mu.Lock()
+		c.waiting--
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
 	}
+}
+
+// waiters reports how many polls wait in lockSite now.
+func (c *resultsCache) waiters() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiting
 }
 
 // get returns the site's cached listing, or nil.

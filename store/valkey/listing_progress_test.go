@@ -5,9 +5,11 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/byollm/relayd/internal/valkeytest"
@@ -308,4 +310,45 @@ func opsOf(calls []call) []store.Op {
 		out = append(out, c.op)
 	}
 	return out
+}
+
+// TestResultsConcurrentPollsOfOneSiteReadItOnce: a second poll of a site
+// arriving while a cold replica reads its listing waits for that read and
+// answers from it, so the replica reads (and holds) the listing once.
+func TestResultsConcurrentPollsOfOneSiteReadItOnce(t *testing.T) {
+	s := finishedStore(t, 1000, 100)
+	r := freshReplica(t, s)
+	calls := recordCalls(r)
+	record := r.onCall
+	inRead, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r.onCall = func(c call) {
+		record(c)
+		if c.op == opResultBodies {
+			once.Do(func() { close(inRead); <-release })
+		}
+	}
+	answers := make(chan []store.Job, 2)
+	poll := func() {
+		got, err := r.Results(context.Background(), testSite)
+		assert.NoError(t, err)
+		answers <- got
+	}
+	go poll()
+	<-inRead
+	go poll()
+	require.Eventually(t, func() bool { return r.results.waiters() == 1 }, 10*time.Second, time.Millisecond)
+	close(release)
+	first, second := <-answers, <-answers
+	require.Len(t, first, 1000)
+	require.Equal(t, first, second)
+	ops := opsOf(calls())
+	n := 0
+	for _, op := range ops {
+		if op == store.OpResults {
+			n++
+		}
+	}
+	require.Equal(t, 1, n, "the ids are read once")
+	require.Len(t, bodiesAsked(calls()), 1000, "each body is read once")
 }
