@@ -231,24 +231,29 @@ func (c *resultsCache) get(site string) *siteListing {
 // put caches l in place of the site's earlier listing. A listing larger
 // than the whole cache keeps only its first jobs that fit, under
 // unmatchedToken: the site's polls cost more Valkey reads, never a wrong
-// or missing answer.
-func (c *resultsCache) put(l *siteListing) {
+// or missing answer. An unfinished read (a poll ran out of time) is kept
+// whole, whatever its size, the other sites' listings going first: the
+// poll that finishes it must hold it all to answer anyway, and cutting it
+// down would make a listing larger than the cache, and than one poll's
+// reading, unanswerable.
+func (c *resultsCache) put(l *siteListing, unfinished bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.sites[l.site]; ok {
 		c.remove(e)
 	}
-	if l.bytes > c.limit {
-		l = c.overLimit(l)
-	} else {
+	switch {
+	case l.bytes <= c.limit:
 		delete(c.over, l.site)
+	case !unfinished:
+		l = c.overLimit(l)
 	}
 	if len(l.jobs) == 0 && l.scan == nil {
 		return
 	}
 	c.sites[l.site] = c.lru.PushFront(l)
 	c.used += l.bytes
-	for c.used > c.limit {
+	for c.used > c.limit && c.lru.Len() > 1 {
 		c.remove(c.lru.Back())
 	}
 }
@@ -338,12 +343,12 @@ func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error)
 			if l != nil {
 				s.results.partial()
 				l.token = unmatchedToken
-				s.results.put(l)
+				s.results.put(l, true)
 			}
 			return nil, err
 		}
 		if consistent {
-			s.results.put(l)
+			s.results.put(l, false)
 			return l.render(), nil
 		}
 		prev = l
@@ -354,7 +359,7 @@ func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error)
 	// for that poll reads the ids again.
 	out := l.render()
 	l.token = unmatchedToken
-	s.results.put(l)
+	s.results.put(l, false)
 	return out, nil
 }
 

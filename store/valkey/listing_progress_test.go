@@ -352,3 +352,32 @@ func TestResultsConcurrentPollsOfOneSiteReadItOnce(t *testing.T) {
 	require.Equal(t, 1, n, "the ids are read once")
 	require.Len(t, bodiesAsked(calls()), 1000, "each body is read once")
 }
+
+// TestResultsOverCacheListingIsAnsweredWhenPollsRunOutOfTime: a listing
+// four times the cache, whose polls each run out of time after two body
+// calls (1,000 of its 2,000 results), is still answered every second
+// poll: an unfinished read is kept whole until a poll finishes it, and
+// only then cut down to what the cache keeps.
+func TestResultsOverCacheListingIsAnsweredWhenPollsRunOutOfTime(t *testing.T) {
+	const n = 2000
+	s := finishedStore(t, n, 1000)
+	want, err := freshReplica(t, s).Results(t.Context(), testSite)
+	require.NoError(t, err)
+
+	r := freshReplica(t, s)
+	r.results = newResultsCache(1 << 20) // about 3.7 MB listed
+	r.results.fetchers = 1
+	poll := cancelAtBodyCall(r, 3)
+	for range 3 {
+		var got []store.Job
+		for polls := 1; ; polls++ {
+			require.LessOrEqual(t, polls, 2, "answered by the second poll")
+			ctx, _ := poll()
+			if got, err = r.Results(ctx, testSite); err == nil {
+				break
+			}
+		}
+		require.Equal(t, want, got)
+		require.LessOrEqual(t, r.results.bytesUsed(), int64(1<<20), "once answered, cut down to the cache")
+	}
+}
