@@ -99,3 +99,32 @@ func (m *Metrics) WatchProjection(counts func() (reloads, failures uint64)) {
 			func() float64 { _, f := counts(); return float64(f) }),
 	)
 }
+
+// ResultsCache is what a replica's results-listing cache reports (the
+// Valkey store's; the memory store keeps none).
+type ResultsCache struct {
+	BytesUsed      int64
+	OverLimit      uint64
+	OverLimitBytes uint64
+	Partial        uint64
+}
+
+// WatchResultsCache exports the results cache's counters: a site whose
+// listing is larger than --results-cache-bytes shows in
+// relayd_results_cache_over_limit_total, and polls that kept what they
+// read when they ran out of time in relayd_results_partial_reads_total.
+func (m *Metrics) WatchResultsCache(read func() ResultsCache) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relayd_results_cache_bytes", Help: "Bytes the cached results listings account for."},
+			func() float64 { return float64(read().BytesUsed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "relayd_results_cache_over_limit_total",
+			Help: "Results listings larger than --results-cache-bytes, kept only in part: their site's next poll reads the rest again."},
+			func() float64 { return float64(read().OverLimit) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "relayd_results_cache_over_limit_bytes_total",
+			Help: "Bytes of those listings the cache could not keep."},
+			func() float64 { return float64(read().OverLimitBytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "relayd_results_partial_reads_total",
+			Help: "Results polls that failed or ran out of time while reading, keeping what they read for the next poll."},
+			func() float64 { return float64(read().Partial) }),
+	)
+}

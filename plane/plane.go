@@ -37,6 +37,9 @@ import (
 type Config struct {
 	// SiteID is the one site this relay routes for.
 	SiteID string
+	// ResultsAnswerBytes bounds each kept results answer (the rendered
+	// bytes a site's unchanged poll is sent again); 0 keeps none.
+	ResultsAnswerBytes int64
 	// BasePath prefixes the daemon plane; trailing slashes are dropped.
 	BasePath string
 	// LeaseMs is the lease length granted and renewed.
@@ -146,6 +149,7 @@ func New(cfg Config) *Relay {
 		ChargeRunner: r.charge(cfg.RateLimit), ChargeSite: r.charge(cfg.SiteRateLimit), RunnerCharge: storeCharge(cfg.RunnerRate, cfg.RateLimit, codec.RunnerKey),
 		SiteCharge: storeCharge(cfg.SiteRate, cfg.SiteRateLimit, codec.SiteKey),
 		Pairings:   cfg.Pairings, Random: cfg.Random, Logger: cfg.Logger,
+		ResultsAnswers: codec.NewResultsAnswers(cfg.ResultsAnswerBytes),
 	}, cfg.Protocols, cfg.V2)
 	r.public = newEcho(cfg.Logger, observer{started: cfg.RequestStarted, answered: cfg.ObserveRequest})
 	r.public.Pre(resolvePath)

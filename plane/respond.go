@@ -23,6 +23,13 @@ import (
 // A value that cannot be encoded is answered as a server error, by the
 // writer.
 func writeJSON(c echo.Context, status int, v any) error {
+	if raw, ok := v.(codec.RawJSON); ok {
+		// Rendered already (a results answer, kept between polls).
+		c.Response().Header().Set(echo.HeaderContentType, "application/json")
+		c.Response().WriteHeader(status)
+		_, err := c.Response().Write(raw)
+		return err
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -25,6 +25,7 @@ import (
 	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/backend"
+	"github.com/byollm/relayd/store/valkey"
 )
 
 // Hooks lets the caller observe a running server; tests use it to learn the
@@ -55,6 +56,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if err != nil {
 		return err
 	}
+	watchResultsCache(m, b.Store)
 	st := m.InstrumentStore(b.Store)
 	defer func() {
 		if err := st.Close(); err != nil {
@@ -68,7 +70,8 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	}
 	relay := plane.New(plane.Config{
 		SiteID: cfg.SiteID, BasePath: cfg.BasePath, LeaseMs: cfg.LeaseMs, Store: st, Pairings: m.InstrumentPairings(b.Pairings),
-		Projection: src.Current, Clock: LocalClock(cfg), Logger: logger,
+		ResultsAnswerBytes: cfg.ResultsCacheBytes,
+		Projection:         src.Current, Clock: LocalClock(cfg), Logger: logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RateLimit: b.RateLimit, RunnerRate: cfg.RateLimit, SiteRateLimit: b.SiteRateLimit, SiteRate: cfg.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
@@ -324,4 +327,17 @@ func profiles() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// watchResultsCache exports the results cache of a store that keeps one
+// (the Valkey store).
+func watchResultsCache(m *metrics.Metrics, st store.RoutingStore) {
+	vs, ok := st.(*valkey.Store)
+	if !ok {
+		return
+	}
+	m.WatchResultsCache(func() metrics.ResultsCache {
+		c := vs.ResultsCacheCounts()
+		return metrics.ResultsCache{BytesUsed: c.BytesUsed, OverLimit: c.OverLimit, OverLimitBytes: c.OverLimitBytes, Partial: c.Partial}
+	})
 }

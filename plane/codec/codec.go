@@ -130,6 +130,9 @@ type Env struct {
 	// Random is the source pairing codes are drawn from: crypto/rand in
 	// production, a fixed stream in tests.
 	Random io.Reader
+	// ResultsAnswers keeps the sites' last rendered results answers; nil
+	// keeps none (every answer is rendered whole).
+	ResultsAnswers *ResultsAnswers
 	// Logger receives the codecs' own events (never bodies or signatures).
 	Logger *slog.Logger
 }
@@ -262,6 +265,16 @@ func FinishedJobs(jobs []store.Job) []protocol.FinishedJob {
 		})
 	}
 	return out
+}
+
+// ResultsAnswer renders a site's results answer from its finished jobs,
+// reusing the bytes of its last answer where the jobs are unchanged.
+func (e *Env) ResultsAnswer(siteID string, jobs []store.Job) (RawJSON, error) {
+	answers := e.ResultsAnswers
+	if answers == nil {
+		answers = NewResultsAnswers(0)
+	}
+	return answers.Render(siteID, FinishedJobs(jobs))
 }
 
 // StoreFailure is a store operation that could not answer. The writer

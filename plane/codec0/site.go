@@ -133,13 +133,13 @@ func (c *Codec) pending(ctx context.Context, site *codec.SiteCaller, _ protocol.
 	return protocol.PendingResponse{Jobs: codec.PendingJobs(jobs)}, nil
 }
 
-func (c *Codec) results(ctx context.Context, site *codec.SiteCaller, _ protocol.SiteQuery) (protocol.ResultsResponse, error) {
+func (c *Codec) results(ctx context.Context, site *codec.SiteCaller, _ protocol.SiteQuery) (codec.RawJSON, error) {
 	if limited := site.Pay(ctx, c.env); limited != nil {
-		return protocol.ResultsResponse{}, limited
+		return nil, limited
 	}
 	jobs, err := c.env.Store.Results(ctx, site.SiteID)
 	if err != nil {
-		return protocol.ResultsResponse{}, storeError(store.OpResults, err)
+		return nil, storeError(store.OpResults, err)
 	}
-	return protocol.ResultsResponse{Jobs: codec.FinishedJobs(jobs)}, nil
+	return c.env.ResultsAnswer(site.SiteID, jobs)
 }

@@ -198,13 +198,13 @@ func withdrawn(proj *projection.Projection, siteID string, dev projection.Device
 
 // results lists the site's finished jobs, whatever protocol enqueued them
 // (A6); they stay listed until their deadline (§3.15).
-func (c *Codec) results(ctx context.Context, site *codec.SiteCaller, _ siteQuery) (proto2.ResultsResponse, error) {
+func (c *Codec) results(ctx context.Context, site *codec.SiteCaller, _ siteQuery) (codec.RawJSON, error) {
 	if limited := site.Pay(ctx, c.env); limited != nil {
-		return proto2.ResultsResponse{}, limited
+		return nil, limited
 	}
 	jobs, err := c.env.Store.Results(ctx, site.SiteID)
 	if err != nil {
-		return proto2.ResultsResponse{}, storeError(store.OpResults, err)
+		return nil, storeError(store.OpResults, err)
 	}
-	return proto2.ResultsResponse{Jobs: codec.FinishedJobs(jobs)}, nil
+	return c.env.ResultsAnswer(site.SiteID, jobs)
 }

@@ -140,7 +140,7 @@ func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger, onRet
 	opts := valkey.Options{
 		Addrs: c.Addrs, Username: c.Username, Password: c.Password,
 		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, KeyPrefix: c.Prefix,
-		Timeout: c.Timeout, ResultsCacheBytes: c.ResultsCacheBytes, OnRetry: onRetry,
+		Timeout: c.Timeout, ResultsCacheBytes: c.ResultsCacheBytes, OnRetry: onRetry, Logger: logger,
 	}
 	if c.TLS {
 		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}

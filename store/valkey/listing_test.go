@@ -253,14 +253,24 @@ func TestResultsCacheStaysWithinItsBound(t *testing.T) {
 	require.Nil(t, s.results.get(testSite))
 	require.NotNil(t, s.results.get("other"))
 
-	// Below one listing, nothing is kept, and answers stay whole.
+	// Below one listing, only the part that fits is kept, and answers
+	// stay whole.
 	s.results = newResultsCache(used - 1)
 	for range 2 {
 		got, err := s.Results(ctx, testSite)
 		require.NoError(t, err)
 		require.Equal(t, want, got)
-		require.Zero(t, s.results.bytesUsed())
+		require.Positive(t, s.results.bytesUsed())
+		require.Less(t, s.results.bytesUsed(), used)
 	}
+
+	// With caching off, nothing is kept.
+	s.results = newResultsCache(0)
+	got, err := s.Results(ctx, testSite)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Zero(t, s.results.bytesUsed())
+	require.Zero(t, s.ResultsCacheCounts().OverLimit)
 }
 
 // TestResultsPagesAreBoundedInBytes: no listing script reads more than a

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -61,6 +62,9 @@ type Options struct {
 	// OnRetry, when set, is told of every retry of a store call through
 	// a short outage (outage.go), for a metric.
 	OnRetry RetryObserver
+	// Logger, when set, hears when a site's results listing is larger
+	// than the cache (once per site until it fits again).
+	Logger *slog.Logger
 }
 
 // ValidatePrefix checks that a key prefix carries a hash tag, so that all
@@ -155,6 +159,9 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	s.onRetry = o.OnRetry
 	if o.ResultsCacheBytes != 0 {
 		s.results = newResultsCache(max(o.ResultsCacheBytes, 0))
+	}
+	if o.Logger != nil {
+		s.results.logger = o.Logger
 	}
 	if err := s.Ping(ctx); err != nil {
 		client.Close()

@@ -50,7 +50,7 @@ type script struct {
 func isReadOnly(op store.Op) bool {
 	switch op {
 	case store.OpNow, store.OpJob, store.OpJobs, store.OpPending, store.OpResults, store.OpPresence, store.OpRunners,
-		store.OpJobSummaries, opResultsVersion, opResultBodies:
+		store.OpJobSummaries, opResultsVersion, opResultBodies, opResultChanges:
 		return true
 	}
 	return false
@@ -135,7 +135,7 @@ var jobKeys = []string{"job", "payload", "result", "order", "queue", "deadline",
 	"awaiting", "finished", "cancels", "refusals"}
 
 // jobIndexes are the job indexes format "2" added.
-var jobIndexes = []string{"leases", "byid", "unsealed", "sticky", "reoffer", "qcount", "listing", "busy"}
+var jobIndexes = []string{"leases", "byid", "unsealed", "sticky", "reoffer", "qcount", "listing", "busy", "changes"}
 
 const legacyKey = "old_"
 

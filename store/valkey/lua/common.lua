@@ -47,7 +47,12 @@
 --                     claim's route fields, stored by routes.lua, its expiry
 --                     refreshed by each claim that names it (routes.go)
 --   K.listing   hash  'v|' .. site -> the site's results version; job key -> that
---                     version when the listed (done) job last changed (its mark)
+--                     version when the listed (done) job last changed (its mark);
+--                     'j|' .. site -> the last version number K.changes holds,
+--                     'h|' .. site -> the journal's horizon (listing_changed)
+--   K.changes   zset  lex, score 0: lenc('l' .. site) .. '|' .. seq16(version
+--                     number) .. key, one per listed job, at its mark; and
+--                     lenc('t' .. site) .. '|' .. seq16(n) .. key, a job gone at n
 --   K.seq       string  the enqueue and pairing sequence
 --   K.clock     string  the test clock lever, declared only in a store opened for tests
 --                     (testclock.lua); production scripts do not receive it
@@ -258,19 +263,70 @@ local function encode_job(rec)
   return write_record(rec, FORMAT, FIELDS, rec.refused)
 end
 
+-- version_number is the count a results version or change mark starts
+-- with, or nil for a value no relay wrote.
+local function version_number(v)
+  return tonumber(string.match(v or '', '^%d+'))
+end
+
+-- journal_prefix names one site's list of live entries ('l') or
+-- tombstones ('t') in K.changes.
+local function journal_prefix(kind, site)
+  return list_prefix(kind .. site)
+end
+
+-- journal_trim keeps at most max(1024, listed jobs) tombstones of a site,
+-- the oldest going first; the horizon ('h|' .. site) moves past each one
+-- dropped, so a replica whose listing is older reads it whole again.
+local function journal_trim(site)
+  local prefix = journal_prefix('t', site)
+  local lo, hi = lex_range(prefix)
+  local flo, fhi = lex_range(list_prefix(site))
+  local keep = math.max(1024, redis.call('ZLEXCOUNT', K.finished, flo, fhi))
+  local extra = redis.call('ZLEXCOUNT', K.changes, lo, hi) - keep
+  if extra <= 0 then
+    return
+  end
+  for _, m in ipairs(redis.call('ZRANGEBYLEX', K.changes, lo, hi, 'LIMIT', 0, math.min(extra, 2))) do
+    redis.call('ZREM', K.changes, m)
+    redis.call('HSET', K.listing, 'h|' .. site, tonumber(string.sub(m, #prefix + 1, #prefix + 16)))
+  end
+end
+
 -- listing_changed records a change to what a site's results listing holds:
 -- it moves the site's results version on and marks a still-listed job with
 -- it, so a replica that cached the listing refetches only marked-anew jobs.
 -- The version carries the server time beside its count, so a version lost
--- in a failover is never reissued for other contents.
-local function listing_changed(site, key, listed)
+-- in a failover is never reissued for other contents. Each change is also
+-- journalled in K.changes, by version number, so that a replica holding
+-- the listing at an earlier version reads what changed since, not every
+-- id: a live entry per listed job (its latest change) and a tombstone per
+-- job gone. 'j|' .. site is the last version the journal holds; when it is
+-- not the site's version, a relay that keeps no journal changed the
+-- listing, and the horizon ('h|' .. site) moves up to there. old is the
+-- job's mark before the change (read here for a listed job).
+local function listing_changed(site, key, listed, old)
   local field = 'v|' .. site
-  local n = tonumber(string.match(redis.call('HGET', K.listing, field) or '', '^%d+')) or 0
+  local n = version_number(redis.call('HGET', K.listing, field)) or 0
+  if (tonumber(redis.call('HGET', K.listing, 'j|' .. site)) or 0) ~= n then
+    redis.call('HSET', K.listing, 'h|' .. site, n)
+  end
   local t = redis.call('TIME')
   local v = (n + 1) .. '.' .. t[1] .. string.format('%06d', tonumber(t[2]))
-  redis.call('HSET', K.listing, field, v)
+  redis.call('HSET', K.listing, field, v, 'j|' .. site, n + 1)
+  if listed then
+    old = redis.call('HGET', K.listing, key)
+  end
+  local was = version_number(old)
+  if was then
+    redis.call('ZREM', K.changes, journal_prefix('l', site) .. seq16(was) .. key)
+  end
   if listed then
     redis.call('HSET', K.listing, key, v)
+    redis.call('ZADD', K.changes, 0, journal_prefix('l', site) .. seq16(n + 1) .. key)
+  else
+    redis.call('ZADD', K.changes, 0, journal_prefix('t', site) .. seq16(n + 1) .. key)
+    journal_trim(site)
   end
 end
 
@@ -514,8 +570,10 @@ local function drop(key, rec)
   redis.call('ZREM', K.window, key)
   redis.call('ZREM', K.lease, key)
   redis.call('ZREM', K.reoffer, key)
-  if redis.call('HDEL', K.listing, key) == 1 then
-    listing_changed(unlenc(key, 1), key, false)
+  local mark = redis.call('HGET', K.listing, key)
+  if mark then
+    redis.call('HDEL', K.listing, key)
+    listing_changed(unlenc(key, 1), key, false, mark)
   end
   if rec then
     await_out(key, rec)
