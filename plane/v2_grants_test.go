@@ -478,3 +478,28 @@ func (b *bundle) jobState(t *testing.T, id string) store.State {
 	require.True(t, ok, "job %s exists", id)
 	return j.State
 }
+
+// G-R50: the admin listener names the grant keys (public halves only) for
+// `relayd approve`, and /readyz says the mode, the keys and how many
+// device records name a key this replica lacks; without a key, current is
+// null and /readyz says nothing of grants.
+func TestGrants_AdminListenerNamesTheKeys(t *testing.T) {
+	signer, stranger := newTestSigner(t), newTestSigner(t)
+	keyID, ok := protocol.KeyIDOf(signer.PublicKey())
+	require.True(t, ok)
+	mods := []fixtureMod{enrolled("runner_alice", signer.grantKey(t)), enrolled("runner_bob", stranger.grantKey(t))}
+	eachStoreWithGrants(t, signer, mods, func(t *testing.T, b *bundle, _ *grantCounts) {
+		key := `{"publicKey":"` + signer.PublicKey() + `","keyId":"` + keyID + `","signer":"local"}`
+		resp := b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/grant-keys"})
+		requireAnswer(t, resp, http.StatusOK, `{"current":`+key+`,"keys":[`+key+`]}`)
+		resp = b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
+		require.Equal(t, http.StatusOK, resp.Status)
+		require.Contains(t, string(resp.Body), `"grants":{"mode":"local","current":"`+keyID+`","keys":["`+keyID+`"],"unsignable":1}`)
+	})
+	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
+		resp := b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/grant-keys"})
+		requireAnswer(t, resp, http.StatusOK, `{"current":null,"keys":[]}`)
+		resp = b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
+		require.NotContains(t, string(resp.Body), "grants")
+	})
+}

@@ -196,3 +196,36 @@ func storeRoutes(rs []projection.Route) []store.Route {
 	}
 	return out
 }
+
+// GrantKey is one key the author signs with, as the admin listener shows
+// it (G-R50): its public half and key id, never more.
+type GrantKey struct {
+	PublicKey string `json:"publicKey"`
+	KeyID     string `json:"keyId"`
+	Signer    string `json:"signer"`
+}
+
+// Keys lists the author's keys, current first; none when g is nil.
+func (g *Grants) Keys() []GrantKey {
+	out := []GrantKey{}
+	if g == nil {
+		return out
+	}
+	for _, k := range g.Author.Keys.PublicKeys() {
+		id, _ := protocol.KeyIDOf(k)
+		out = append(out, GrantKey{PublicKey: k, KeyID: id, Signer: "local"})
+	}
+	return out
+}
+
+// Unsignable counts p's device records enrolled with a key the author does
+// not hold: devices the key guard offers nothing (G-R15, G-R50).
+func (g *Grants) Unsignable(p *projection.Projection) int {
+	n := 0
+	for _, d := range p.Fixture().Devices {
+		if !d.GrantKey.IsZero() && g.PublicKeyFor(d.GrantKey) == "" {
+			n++
+		}
+	}
+	return n
+}
