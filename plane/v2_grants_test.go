@@ -5,6 +5,7 @@ package plane_test
 // real sockets on both stores.
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -12,6 +13,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -502,4 +506,62 @@ func TestGrants_AdminListenerNamesTheKeys(t *testing.T) {
 		resp = b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
 		require.NotContains(t, string(resp.Body), "grants")
 	})
+}
+
+// G-R57: the claim answer relayd sends an enrolled device, bytes as they
+// came off the socket, passes the published 0.1.1 daemon's strict
+// ClaimResponse schema, verifyGrant and its follow-up checks
+// (admission/testdata/verifygrant.mjs); a tampered copy does not.
+func TestGrants_ThePublishedDaemonAcceptsTheClaimAnswer(t *testing.T) {
+	interop := publishedPackages(t)
+	signer := newTestSigner(t)
+	mods := append(aliceOnBobsEcho(), enrolled("runner_bob", signer.grantKey(t)))
+	eachStoreWithGrants(t, signer, mods, func(t *testing.T, b *bundle, _ *grantCounts) {
+		site := b.site2(t, "site", siteMain)
+		site.enqueued(t, site.stub2(t, "alice-job", "alice"))
+		resp := b.device2(t, "bob").claimWith(t, teamEcho(), 0)
+		require.Len(t, decodeClaim(t, resp), 1)
+		now := b.clock.Now().UnixMilli()
+		tampered := strings.Replace(string(resp.Body), `"service":"echo"`, `"service":"other"`, 1)
+		verdicts := askPublishedDaemon(t, interop, signer.PublicKey(), now, string(resp.Body), tampered)
+		require.Equal(t, []string{"ok", "bad-signature"}, verdicts)
+	})
+}
+
+// askPublishedDaemon has verifygrant.mjs judge each claim answer as bob's
+// daemon, pinned to key, would at now.
+func askPublishedDaemon(t *testing.T, interop, key string, now int64, responses ...string) []string {
+	t.Helper()
+	var in bytes.Buffer
+	enc := json.NewEncoder(&in)
+	for _, r := range responses {
+		require.NoError(t, enc.Encode(map[string]any{"response": r, "owner": "bob", "controlPlanePublic": key, "now": now}))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join("..", "admission", "testdata", "verifygrant.mjs"), interop)
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node: %s", stderr.String())
+	return strings.Fields(string(out))
+}
+
+// publishedPackages is interop/ holding the published 0.1.1 packages, or
+// a skip (a failure under CI) naming the command that installs them.
+func publishedPackages(t *testing.T) string {
+	t.Helper()
+	ci := os.Getenv("CI") != ""
+	interop, err := filepath.Abs(filepath.Join("..", "interop"))
+	require.NoError(t, err)
+	_, nodeErr := exec.LookPath("node")
+	_, pkgErr := os.Stat(filepath.Join(interop, "node_modules", "@byollm", "protocol", "package.json"))
+	switch {
+	case (nodeErr != nil || pkgErr != nil) && ci:
+		t.Fatal("node and interop/node_modules are needed in CI (cd interop && npm ci --no-audit --no-fund)")
+	case nodeErr != nil || pkgErr != nil:
+		t.Skip("needs node and `cd interop && npm ci --no-audit --no-fund`")
+	}
+	return interop
 }
