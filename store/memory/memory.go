@@ -460,6 +460,7 @@ func (s *Store) Payload(ctx context.Context, in store.PayloadInput) error {
 	env := in.Envelope
 	r.job.Payload = &env
 	r.job.State = store.Ready
+	r.held = false // sealed: nothing is left to hold back from the site
 	r.job.AwaitingUntil = 0
 	r.job.SealAttempts = 0
 	s.relist(r)

@@ -22,6 +22,7 @@ func settleContract2(s suite) {
 	s.run("G-R56: a held job that lapses unsettled goes back as a plain requeue", settle2HeldLapseIsPlain)
 	s.run("G-R56: a settle acts only on current grants of its runner, and answers which were current", settle2OnlyCurrent)
 	s.run("G-R56: a replayed settle changes nothing and answers alike", settle2Replayed)
+	s.run("G-R56: a held job sealed to its holder anyway is ready, and a granted settle leaves it so", settle2SealedWhileHeld)
 }
 
 // retryAfterMs is the not-before a returned grant gets (RETRY_AFTER_MS).
@@ -171,4 +172,18 @@ func settle2Replayed(t *testing.T, b *bundle) {
 	j := b.requireState(t, "b", store.Queued)
 	require.Equal(t, []string{alice.runner}, j.RefusedBy, "refused once")
 	require.Equal(t, []string{"a"}, b.pendingIDs(t))
+}
+
+func settle2SealedWhileHeld(t *testing.T, b *bundle) {
+	// No listing showed it, but a site that knows the device may seal.
+	b.enqueue2(t, "a")
+	held := b.claimHeld(t, alice, 1)
+	b.sealOn(t, Site, held[0])
+	b.requireState(t, "a", store.Ready)
+	b.advance(t, time.Second)
+	require.Equal(t, refs(held...), b.settle(t, store.SettleGrantsInput{RunnerID: alice.runner, Granted: refs(held...)}))
+	j := b.requireState(t, "a", store.Ready)
+	require.Zero(t, j.AwaitingUntil, "no sealing window for a sealed job")
+	_, err := b.fetch2(held[0])
+	require.NoError(t, err)
 }
