@@ -47,11 +47,13 @@ async function startedOrStopped(body) {
   }
 }
 
-export function launch({ fixture, workDir }) {
+// `extraArgs` are more relayd flags for every replica (the grants suite's
+// --grant-key-file).
+export function launch({ fixture, workDir, extraArgs = [] }) {
   return startedOrStopped(async (stoppers) => {
     const binary = await relaydBinary(workDir);
     const fixturePath = await writeFixture(workDir, fixture);
-    const relay = await startRelayd({ name: "relayd", binary, fixturePath, workDir, extraArgs: ["--store", "memory"] });
+    const relay = await startRelayd({ name: "relayd", binary, fixturePath, workDir, extraArgs: ["--store", "memory", ...extraArgs] });
     stoppers.push(relay.stop);
     const url = await clientUrl(relay, "relayd", workDir, stoppers);
     return {
@@ -68,7 +70,7 @@ export function launch({ fixture, workDir }) {
   });
 }
 
-export function launchValkey3({ fixture, workDir }) {
+export function launchValkey3({ fixture, workDir, extraArgs = [] }) {
   return startedOrStopped(async (stoppers) => {
     const binary = await relaydBinary(workDir);
     const fixturePath = await writeFixture(workDir, fixture);
@@ -76,7 +78,7 @@ export function launchValkey3({ fixture, workDir }) {
     stoppers.push(valkey.stop);
     // One prefix for the three, fresh per run: they share every key.
     const prefix = `relayd-interop:{${randomBytes(4).toString("hex")}}:`;
-    const storeArgs = ["--store", "valkey", "--valkey-addr", valkey.addr, "--valkey-prefix", prefix];
+    const storeArgs = ["--store", "valkey", "--valkey-addr", valkey.addr, "--valkey-prefix", prefix, ...extraArgs];
     const replicas = {};
     for (const letter of ["a", "b", "c"]) {
       const replica = await startRelayd({ name: `relayd-${letter}`, binary, fixturePath, workDir, extraArgs: storeArgs });

@@ -1,0 +1,134 @@
+// The grants suite (spec grants.md G-R58, T1): relayd as its own grant
+// author, driven by the published 0.1.1 clients. Two byollm daemons of two
+// owners, alice and bob, each with a model server of its own, so that the
+// server that saw a prompt names the daemon that ran it. Bob's roster
+// lists alice; alice's default generate work is mapped to bob's `echo`,
+// offered to his team. relayd holds the grant key; `relayd approve`
+// enrols both devices with it.
+//
+// INTEROP_RELAY=relayd | relayd-valkey-3 (the control, which needs
+// @byollm/control-plane wired into the reference relay, is not built).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdir, rm, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import { keyId } from "@byollm/protocol";
+import { launcherNamed } from "../launchers/index.mjs";
+import { startModelServer, answerFor } from "../lib/model-server.mjs";
+import { Daemon } from "../lib/daemon.mjs";
+import { makeSite, siteApp } from "../lib/site.mjs";
+import { stopAll, waitFor } from "../lib/proc.mjs";
+
+const RELAY = process.env.INTEROP_RELAY ?? "relayd";
+const SITE_ID = "site_interop";
+const tag = randomBytes(4).toString("hex");
+const OWNERS = { alice: `runner_alice_${tag}`, bob: `runner_bob_${tag}` };
+const WORK = fileURLToPath(new URL(`../.run/grants-${RELAY}/`, import.meta.url));
+
+const state = { models: {}, daemons: {}, runs: {} };
+
+// A fresh grant key: the PEM PKCS#8 file relayd reads, and the raw public
+// key (unpadded base64url) a daemon pins.
+async function grantKey() {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const path = join(WORK, "grant.pem");
+  await writeFile(path, privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o400 });
+  return { path, public: publicKey.export({ format: "jwk" }).x };
+}
+
+before(async () => {
+  await rm(WORK, { recursive: true, force: true });
+  await mkdir(WORK, { recursive: true });
+  state.site = makeSite();
+  state.key = await grantKey();
+  const fixture = {
+    sites: [{ siteId: SITE_ID, site: state.site.identity }],
+    consents: [
+      { owner: "alice", siteId: SITE_ID, mappings: [{ purpose: "default", kind: "llm.generate", service: "echo", serviceOwner: "bob" }] },
+      { owner: "bob", siteId: SITE_ID, mappings: [{ purpose: "default", kind: "llm.generate", service: "echo" }] },
+    ],
+    rosters: [{ id: "team_bob", owner: "bob", members: ["alice"] }],
+    devices: [],
+  };
+  state.relay = await launcherNamed(RELAY)({ fixture, workDir: WORK, extraArgs: ["--grant-key-file", state.key.path] });
+  for (const owner of Object.keys(OWNERS)) {
+    state.models[owner] = await startModelServer();
+    state.daemons[owner] = new Daemon(join(WORK, `${owner}-home`));
+    await state.daemons[owner].configure(state.models[owner].baseUrl, { service: "echo", offer: "team" });
+  }
+}, { timeout: 180_000 });
+
+after(async () => {
+  await state.relay?.stop().catch(() => undefined);
+  await stopAll();
+  for (const model of Object.values(state.models)) await model.close();
+}, { timeout: 20_000 });
+
+async function withLogs(step, names) {
+  try {
+    return await step();
+  } catch (error) {
+    for (const name of names) {
+      const text = await readFile(join(WORK, `${name}.log`), "utf8").catch(() => "(no log)");
+      console.error(`--- ${name}.log (last 3000 chars) ---\n${text.slice(-3000)}`);
+    }
+    throw error;
+  }
+}
+
+test(`${RELAY}: relayd approve enrols both daemons, which pin relayd's grant key`, { timeout: 90_000 }, () =>
+  withLogs(async () => {
+    for (const [owner, runnerId] of Object.entries(OWNERS)) {
+      await state.daemons[owner].connect(state.relay.daemonUrl, {
+        logDir: WORK,
+        name: `${owner}-connect`,
+        approve: (userCode) => state.relay.approve({ userCode, owner, runnerId }),
+      });
+      const stored = await state.daemons[owner].pairings();
+      const pairing = stored.pairings?.find((p) => p.origin === state.relay.daemonUrl);
+      assert.ok(pairing, `${owner}'s pairings.json has the relay: ${JSON.stringify(stored)}`);
+      assert.equal(pairing.runnerId, runnerId);
+      assert.equal(pairing.controlPlanePublic, state.key.public, `${owner}'s daemon pinned relayd's grant key`);
+    }
+    const fixture = JSON.parse(await readFile(join(WORK, "fixture.json"), "utf8"));
+    assert.deepEqual(fixture.devices.map((d) => d.grantKey), [state.key.public, state.key.public], "both records are enrolled");
+    state.paired = true;
+  }, ["alice-connect", "bob-connect", "relayd-approve", ...(state.relay?.logs ?? [])]),
+);
+
+test(`${RELAY}: T1, alice's team job runs on bob's daemon under a grant it verified`, { timeout: 120_000 }, () =>
+  withLogs(async () => {
+    assert.ok(state.paired, "the pairing step must pass first");
+    for (const owner of Object.keys(OWNERS)) state.runs[owner] = state.daemons[owner].run(WORK, `${owner}-run`);
+    const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+    const prompt = `grants interop: alice asks bob's echo (${tag})`;
+    const handle = await app.enqueue({ kind: "llm.generate", owner: "alice", payload: { prompt } });
+    const refused = new Set();
+    let result;
+    await waitFor(
+      "alice's job to finish",
+      async () => {
+        for (const [owner, run] of Object.entries(state.runs)) {
+          if (run.exit) throw new Error(`${owner}'s byollm run exited: ${JSON.stringify(run.exit)}`);
+        }
+        const report = await app.cloud.pump();
+        report.refused.forEach((id) => refused.add(id));
+        if (refused.size > 0) throw new Error(`the SDK refused ${[...refused].join(", ")}`);
+        result = await app.result(handle.id);
+        return result && result.state !== "queued" && result.state !== "claimed";
+      },
+      // A first claim by alice's own device is declined (the mapping names
+      // bob's service) and bars it for 30 s; bob's device takes it at once.
+      { timeoutMs: 100_000, intervalMs: 150 },
+    );
+    assert.equal(result.state, "ok", JSON.stringify(result));
+    assert.equal(result.outcome.text, answerFor(prompt));
+    assert.equal(result.provenance?.runnerId, OWNERS.bob, "it ran on bob's daemon");
+    assert.equal(result.provenance?.runnerOwner, "bob");
+    assert.ok(JSON.stringify(state.models.bob.calls).includes(prompt), "bob's model server got the prompt");
+    assert.ok(!JSON.stringify(state.models.alice.calls).includes(prompt), "alice's model server got nothing of it");
+    assert.equal(keyId(state.site.identity.identity).startsWith("BYOLLM-"), true);
+  }, ["alice-run", "bob-run", ...(state.relay?.logs ?? [])]),
+);
