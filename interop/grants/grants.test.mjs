@@ -10,7 +10,7 @@
 // @byollm/control-plane wired into the reference relay, is not built).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdir, rm, readFile, writeFile } from "node:fs/promises";
+import { mkdir, rm, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
@@ -19,7 +19,7 @@ import { launcherNamed } from "../launchers/index.mjs";
 import { startModelServer, answerFor } from "../lib/model-server.mjs";
 import { Daemon } from "../lib/daemon.mjs";
 import { makeSite, siteApp } from "../lib/site.mjs";
-import { stopAll, waitFor } from "../lib/proc.mjs";
+import { stop, stopAll, waitFor } from "../lib/proc.mjs";
 
 const RELAY = process.env.INTEROP_RELAY ?? "relayd";
 const SITE_ID = "site_interop";
@@ -131,4 +131,89 @@ test(`${RELAY}: T1, alice's team job runs on bob's daemon under a grant it verif
     assert.ok(!JSON.stringify(state.models.alice.calls).includes(prompt), "alice's model server got nothing of it");
     assert.equal(keyId(state.site.identity.identity).startsWith("BYOLLM-"), true);
   }, ["alice-run", "bob-run", ...(state.relay?.logs ?? [])]),
+);
+
+// The sum over every replica of the metric series whose name and labels
+// start as `prefix`.
+async function metric(prefix) {
+  let sum = 0;
+  for (const admin of state.relay.admins) {
+    const text = await (await fetch(`${admin}/metrics`)).text();
+    for (const line of text.split("\n")) if (line.startsWith(prefix)) sum += Number(line.split(" ").pop());
+  }
+  return sum;
+}
+
+// Pump the site until `done` says so, failing on any refusal or a daemon
+// that exited.
+async function pumpUntil(app, what, done, timeoutMs) {
+  await waitFor(
+    what,
+    async () => {
+      for (const [owner, run] of Object.entries(state.runs)) {
+        if (run.exit && !run.stopped) throw new Error(`${owner}'s byollm run exited: ${JSON.stringify(run.exit)}`);
+      }
+      const report = await app.cloud.pump();
+      if (report.refused.length > 0) throw new Error(`the SDK refused ${report.refused.join(", ")}`);
+      return done();
+    },
+    { timeoutMs, intervalMs: 150 },
+  );
+}
+
+// Edit the fixture every replica reads, as an operator does: write beside
+// it, rename over it.
+async function editFixture(edit) {
+  const path = join(WORK, "fixture.json");
+  const fixture = JSON.parse(await readFile(path, "utf8"));
+  edit(fixture);
+  await writeFile(`${path}.tmp`, `${JSON.stringify(fixture, null, 2)}\n`);
+  await rename(`${path}.tmp`, path);
+}
+
+const DECLINED_UNMAPPED = 'relayd_signed_grants_total{outcome="declined",permanent="false",reason="unmapped"}';
+
+test(`${RELAY}: T3, a job of someone on no roster of bob's is never offered to bob's daemon`, { timeout: 60_000 }, () =>
+  withLogs(async () => {
+    assert.ok(state.paired, "the pairing step must pass first");
+    const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+    await editFixture((f) => f.consents.push({ owner: "carol", siteId: SITE_ID }));
+    const carolsJob = await app.enqueue({ kind: "llm.generate", owner: "carol", payload: { prompt: `carol's own (${tag})` } });
+    const claims = 'relayd_http_requests_total{route="claim",status="200"}';
+    const decided = async () => (await metric("relayd_signed_grants_total{"));
+    const claimsBefore = await metric(claims);
+    const decidedBefore = await decided();
+    await pumpUntil(app, "three more claims", async () => (await metric(claims)) >= claimsBefore + 3 * Object.keys(OWNERS).length, 50_000);
+    assert.equal((await app.result(carolsJob.id))?.state, "queued", "nobody ran carol's job");
+    assert.equal(await decided(), decidedBefore, "it was never offered, so never declined");
+    assert.ok(!JSON.stringify(state.models.bob.calls).includes("carol's own"));
+    await app.cancel(carolsJob.id);
+  }, ["alice-run", "bob-run", ...(state.relay?.logs ?? [])]),
+);
+
+test(`${RELAY}: T2, a job without a mapping is declined transiently, and runs once its mapping is added`, { timeout: 150_000 }, () =>
+  withLogs(async () => {
+    assert.ok(state.paired, "the pairing step must pass first");
+    // Alice's own daemon would take her unmapped chat job by the owner's
+    // default (G-R8): only bob's daemon runs here.
+    state.runs.alice.stopped = true;
+    await stop(state.runs.alice);
+    const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+    const text = `grants interop: alice's chat, unmapped at first (${tag})`;
+    const before = await metric(DECLINED_UNMAPPED);
+    const handle = await app.enqueue({ kind: "llm.chat", owner: "alice", payload: { messages: [{ role: "user", content: text }] } });
+    await pumpUntil(app, "bob's daemon to be declined unmapped", async () => (await metric(DECLINED_UNMAPPED)) > before, 60_000);
+    assert.equal((await app.result(handle.id))?.state, "queued", "declined, back in the queue");
+    assert.ok(!JSON.stringify(state.models.bob.calls).includes(text), "nothing ran");
+
+    await editFixture((f) => f.consents[0].mappings.push({ purpose: "default", kind: "llm.chat", service: "echo", serviceOwner: "bob" }));
+    let result;
+    await pumpUntil(app, "the job to run once mapped", async () => {
+      result = await app.result(handle.id);
+      return result && result.state !== "queued" && result.state !== "claimed";
+    }, 90_000);
+    assert.equal(result.state, "ok", JSON.stringify(result));
+    assert.equal(result.provenance?.runnerId, OWNERS.bob);
+    assert.equal(result.outcome.text, answerFor(`User: ${text}`));
+  }, ["bob-run", ...(state.relay?.logs ?? [])]),
 );

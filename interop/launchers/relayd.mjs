@@ -61,6 +61,8 @@ export function launch({ fixture, workDir, extraArgs = [] }) {
       daemonUrl: url,
       siteUrl: url,
       auditUrls: [relay.public],
+      // Every admin listener, for a suite that reads /metrics.
+      admins: [relay.admin],
       logs: ["relayd", "relayd-approve"],
       approve: ({ userCode, owner, runnerId }) =>
         approveWithCommand({ binary, admin: relay.admin, fixturePath, workDir, userCode, owner, runnerId }),
@@ -93,6 +95,7 @@ export function launchValkey3({ fixture, workDir, extraArgs = [] }) {
       // C first, the audit's replica; A and B too, since each replica is a
       // deployment's public face behind a load balancer.
       auditUrls: [c.public, a.public, b.public],
+      admins: [a.admin, b.admin, c.admin],
       logs: ["relayd-a", "relayd-b", "relayd-c", "relayd-approve", "valkey"],
       approve: ({ userCode, owner, runnerId }) =>
         approveWithCommand({ binary, admin: c.admin, fixturePath, workDir, userCode, owner, runnerId }),
