@@ -14,7 +14,6 @@ import { mkdir, rm, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import { keyId } from "@byollm/protocol";
 import { launcherNamed } from "../launchers/index.mjs";
 import { startModelServer, answerFor } from "../lib/model-server.mjs";
 import { Daemon } from "../lib/daemon.mjs";
@@ -129,7 +128,8 @@ test(`${RELAY}: T1, alice's team job runs on bob's daemon under a grant it verif
     assert.equal(result.provenance?.runnerOwner, "bob");
     assert.ok(JSON.stringify(state.models.bob.calls).includes(prompt), "bob's model server got the prompt");
     assert.ok(!JSON.stringify(state.models.alice.calls).includes(prompt), "alice's model server got nothing of it");
-    assert.equal(keyId(state.site.identity.identity).startsWith("BYOLLM-"), true);
+    const status = await state.daemons.bob.status(WORK, "bob-status");
+    assert.ok(status.includes(`whoever ${state.relay.daemonUrl} admits`), `bob's byollm status: ${status}`);
   }, ["alice-run", "bob-run", ...(state.relay?.logs ?? [])]),
 );
 
@@ -216,4 +216,54 @@ test(`${RELAY}: T2, a job without a mapping is declined transiently, and runs on
     assert.equal(result.provenance?.runnerId, OWNERS.bob);
     assert.equal(result.outcome.text, answerFor(`User: ${text}`));
   }, ["bob-run", ...(state.relay?.logs ?? [])]),
+);
+
+test(`${RELAY}: T4, a device approved without a grant key is unchanged: no key, its owner's work only, no grant`, { timeout: 120_000 }, () =>
+  withLogs(async () => {
+    assert.ok(state.paired, "the pairing step must pass first");
+    const runnerId = `runner_dave_${tag}`;
+    // Dave's roster lists alice, which would widen his routes were he
+    // enrolled (D4 holds for him).
+    await editFixture((f) => {
+      f.consents.push({ owner: "dave", siteId: SITE_ID });
+      f.rosters.push({ id: "team_dave", owner: "dave", members: ["alice"] });
+    });
+    state.models.dave = await startModelServer();
+    const dave = new Daemon(join(WORK, "dave-home"));
+    await dave.configure(state.models.dave.baseUrl, { service: "echo", offer: "team" });
+    await dave.connect(state.relay.daemonUrl, {
+      logDir: WORK,
+      name: "dave-connect",
+      approve: (userCode) => state.relay.approve({ userCode, owner: "dave", runnerId, grantKey: "none" }),
+    });
+    const pairing = (await dave.pairings()).pairings?.find((p) => p.origin === state.relay.daemonUrl);
+    assert.equal(pairing?.runnerId, runnerId);
+    assert.equal(pairing.controlPlanePublic, undefined, "no key is pinned");
+    const status = await dave.status(WORK, "dave-status");
+    assert.ok(status.includes(`nobody else, through ${state.relay.daemonUrl}`), `dave's byollm status: ${status}`);
+
+    // Only dave's daemon runs now: alice's was stopped for T2, bob's goes.
+    state.runs.bob.stopped = true;
+    await stop(state.runs.bob);
+    state.runs.dave = dave.run(WORK, "dave-run");
+    const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+    const alicesText = `grants interop: alice's team job, never for dave (${tag})`;
+    const alices = await app.enqueue({ kind: "llm.generate", owner: "alice", payload: { prompt: alicesText } });
+    const davesText = `grants interop: dave's own (${tag})`;
+    const daves = await app.enqueue({ kind: "llm.generate", owner: "dave", payload: { prompt: davesText } });
+    const claims = 'relayd_http_requests_total{route="claim",status="200"}';
+    let result;
+    let claimsAtDone;
+    await pumpUntil(app, "dave's own job to run", async () => {
+      result = await app.result(daves.id);
+      claimsAtDone = await metric(claims);
+      return result && result.state !== "queued" && result.state !== "claimed";
+    }, 60_000);
+    assert.equal(result.state, "ok", JSON.stringify(result));
+    assert.equal(result.provenance?.runnerId, runnerId, "dave's own work runs on dave's device");
+    assert.ok(JSON.stringify(state.models.dave.calls).includes(davesText));
+    await pumpUntil(app, "three more of dave's claims", async () => (await metric(claims)) >= claimsAtDone + 3, 50_000);
+    assert.equal((await app.result(alices.id))?.state, "queued", "alice's team job is never offered to dave's device");
+    assert.ok(!JSON.stringify(state.models.dave.calls).includes(alicesText));
+  }, ["dave-connect", "dave-run", ...(state.relay?.logs ?? [])]),
 );

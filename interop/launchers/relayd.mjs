@@ -64,8 +64,8 @@ export function launch({ fixture, workDir, extraArgs = [] }) {
       // Every admin listener, for a suite that reads /metrics.
       admins: [relay.admin],
       logs: ["relayd", "relayd-approve"],
-      approve: ({ userCode, owner, runnerId }) =>
-        approveWithCommand({ binary, admin: relay.admin, fixturePath, workDir, userCode, owner, runnerId }),
+      approve: ({ userCode, owner, runnerId, grantKey }) =>
+        approveWithCommand({ binary, admin: relay.admin, fixturePath, workDir, userCode, owner, runnerId, grantKey }),
       pendingOn: async (userCode) => ((await isPending(relay.admin, userCode)) ? ["relayd"] : []),
       stop: () => stopAll(stoppers),
     };
@@ -97,8 +97,8 @@ export function launchValkey3({ fixture, workDir, extraArgs = [] }) {
       auditUrls: [c.public, a.public, b.public],
       admins: [a.admin, b.admin, c.admin],
       logs: ["relayd-a", "relayd-b", "relayd-c", "relayd-approve", "valkey"],
-      approve: ({ userCode, owner, runnerId }) =>
-        approveWithCommand({ binary, admin: c.admin, fixturePath, workDir, userCode, owner, runnerId }),
+      approve: ({ userCode, owner, runnerId, grantKey }) =>
+        approveWithCommand({ binary, admin: c.admin, fixturePath, workDir, userCode, owner, runnerId, grantKey }),
       // Every replica answers from the one store: once B's poll spent the
       // code, none of them may still show it.
       pendingOn: async (userCode) => {

@@ -96,6 +96,14 @@ export class Daemon {
     return this.spawn(name, ["run"], logDir);
   }
 
+  /** `byollm status`: what the CLI tells its owner, ANSI stripped. */
+  async status(logDir, name = "byollm-status") {
+    const proc = this.spawn(name, ["status"], logDir);
+    const exit = await exitOf(proc, 20_000);
+    if (exit.code !== 0) throw new Error(`byollm status exited ${JSON.stringify(exit)}:\n${proc.out}${proc.err}`);
+    return proc.out.replace(ANSI, "");
+  }
+
   /** The daemon's own public identity key, from its key file (secret halves are not kept). */
   async identityPublic() {
     return JSON.parse(await readFile(join(this.root, "keys.json"), "utf8")).identityPublic;
