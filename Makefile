@@ -82,6 +82,22 @@ interop: interop-deps
 	  echo "== interop: $$relay took $$(( $$(date +%s) - started )) s"; \
 	done; exit $$status
 
+## interop-grants: relayd as its own grant author (docs/grants.md), driven by
+## two published byollm daemons of two owners and the site SDK
+## (interop/grants/), on relayd's memory store and on three replicas on one
+## Valkey. Its waits span the 30 s not-before of a transient decline.
+INTEROP_GRANTS_RELAYS := relayd relayd-valkey-3
+.PHONY: interop-grants
+interop-grants: interop-deps
+	@command -v valkey-server >/dev/null || command -v redis-server >/dev/null || \
+	  { echo "interop: neither valkey-server nor redis-server is on PATH"; exit 1; }
+	$(GO) build -o $(INTEROP_RELAYD) ./cmd/relayd
+	@status=0; for relay in $(INTEROP_GRANTS_RELAYS); do \
+	  echo "== interop-grants: $$relay"; started=$$(date +%s); \
+	  (cd interop && INTEROP_RELAY=$$relay INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) timeout 300 node --test --test-concurrency=1 grants/) || status=1; \
+	  echo "== interop-grants: $$relay took $$(( $$(date +%s) - started )) s"; \
+	done; exit $$status
+
 interop-deps:
 	@command -v node >/dev/null && command -v npm >/dev/null || { echo "interop: node and npm are required"; exit 1; }
 	cd interop && npm ci --no-audit --no-fund

@@ -130,6 +130,16 @@ func (r *KeyRing) KeyIDs() []string {
 	return out
 }
 
+// PublicKeys lists the ring's public keys, current first, as devices pin
+// them.
+func (r *KeyRing) PublicKeys() []string {
+	out := []string{}
+	for i := range r.Len() {
+		out = append(out, r.signers[i].PublicKey())
+	}
+	return out
+}
+
 // LogValue shows the ring by its key ids only.
 func (r *KeyRing) LogValue() slog.Value {
 	return slog.GroupValue(slog.Int("keys", r.Len()), slog.Any("keyIds", r.KeyIDs()))

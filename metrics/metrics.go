@@ -29,6 +29,7 @@ type Metrics struct {
 	sweepRequeued   prometheus.Counter
 	sweepExpired    prometheus.Counter
 	sweepLapsed     prometheus.Counter
+	grants          grantSeries
 }
 
 // New registers relayd's series, plus the Go runtime and process
@@ -66,6 +67,8 @@ func New() *Metrics {
 			Name: "relayd_sweep_sealing_lapsed_total", Help: "Protocol \"2\" jobs whose sealing window a sweep saw lapse (requeued or evicted).",
 		}),
 	}
+	m.grants = newGrantSeries()
+	m.registry.MustRegister(m.grants.collectors()...)
 	m.registry.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.inFlight, m.requestDuration, m.storeDuration, m.storeErrors, m.storeRetries,

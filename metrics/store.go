@@ -64,6 +64,10 @@ func (i *instrumented) Claim(ctx context.Context, in store.ClaimInput) ([]protoc
 	return jobs, err
 }
 
+func (i *instrumented) SettleGrants(ctx context.Context, in store.SettleGrantsInput) ([]protocol.LeaseRef, error) {
+	return timed(i, store.OpSettleGrants, func() ([]protocol.LeaseRef, error) { return i.next.SettleGrants(ctx, in) })
+}
+
 func (i *instrumented) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
 	return timed(i, store.OpFetch, func() (protocol.SealedEnvelope, error) { return i.next.Fetch(ctx, in) })
 }

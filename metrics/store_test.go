@@ -23,6 +23,7 @@ func TestEveryOperationIsLabelledWithItsOp(t *testing.T) {
 	_, _ = st.Now(ctx)
 	_, _ = st.Enqueue(ctx, store.EnqueueInput{})
 	_, _ = st.Claim(ctx, store.ClaimInput{})
+	_, _ = st.SettleGrants(ctx, store.SettleGrantsInput{})
 	_, _ = st.Fetch(ctx, store.LeaseInput{})
 	_, _ = st.Result(ctx, store.ResultInput{})
 	_, _ = st.Release(ctx, store.ReleaseInput{})

@@ -19,6 +19,13 @@ type Approval struct {
 	Owner    string
 	RunnerID string
 	Device   protocol.PublicIdentity
+	// GrantKey enrols a newly added device for grants (spec grants.md
+	// G-R26); zero leaves it unenrolled. A re-approved device keeps the
+	// grantKey its record has, unless ReplaceGrantKey.
+	GrantKey projection.GrantKey
+	// ReplaceGrantKey makes a re-approval write GrantKey (zero: none) in
+	// place of the record's: the operator said which key, or none.
+	ReplaceGrantKey bool
 }
 
 // Outcome says what Approve did to the fixture.
@@ -115,13 +122,18 @@ func approveIn(data []byte, a Approval) ([]byte, Outcome, error) {
 	if err != nil {
 		return nil, Unchanged, fmt.Errorf("pairing: refusing to edit an invalid fixture: %w", err)
 	}
-	record := projection.DeviceRecord{Owner: a.Owner, RunnerID: a.RunnerID, Device: a.Device}
+	record := projection.DeviceRecord{Owner: a.Owner, RunnerID: a.RunnerID, Device: a.Device, GrantKey: a.GrantKey}
 	index := -1
 	for i, d := range f.Devices {
 		if d.Device.Identity == a.Device.Identity {
 			index = i
 			break
 		}
+	}
+	if index >= 0 && !a.ReplaceGrantKey {
+		// Re-approval never un-enrols, nor moves a device to another key:
+		// that takes a re-pair on the device (G-R39).
+		record.GrantKey = f.Devices[index].GrantKey
 	}
 	for i, d := range f.Devices {
 		if i != index && d.RunnerID == a.RunnerID && d.Device.Identity != a.Device.Identity {

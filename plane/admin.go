@@ -29,6 +29,7 @@ func NewAdmin(relay *Relay) *Admin {
 	a.echo.GET("/readyz", a.readyz)
 	a.echo.GET(pendingPairingPath, a.pendingPairing)
 	a.echo.POST(pairingApprovalPath, a.approvePairing)
+	a.echo.GET(grantKeysPath, a.grantKeys)
 	a.echo.Any("/debug", relay.serveDebug)
 	a.echo.Any(relay.basePath+"/debug", relay.serveDebug)
 	return a
@@ -50,6 +51,8 @@ type readiness struct {
 	Reason     string `json:"reason,omitempty"`
 	// EnqueuePolicy is said while protocol "2" is served (decision D5).
 	EnqueuePolicy string `json:"enqueuePolicy,omitempty"`
+	// Grants is said while a grant key is configured (grants.md G-R50).
+	Grants *grantsReadiness `json:"grants,omitempty"`
 }
 
 // NoEnqueuePolicy says that nothing checks a job at enqueue: relayd has no
@@ -63,6 +66,7 @@ func (a *Admin) readyz(c echo.Context) error {
 	r := readiness{Projection: a.relay.projection().Hash()}
 	if a.relay.cfg.Protocols.V2 {
 		r.EnqueuePolicy = NoEnqueuePolicy
+		r.Grants = a.grantsReadiness()
 	}
 	if a.draining.Load() {
 		r.Status = "draining"

@@ -138,6 +138,10 @@ func (b *bounded) Result(ctx context.Context, in store.ResultInput) (store.Resul
 	return within(ctx, b.timeout, func(ctx context.Context) (store.ResultOutcome, error) { return b.next.Result(ctx, in) })
 }
 
+func (b *bounded) SettleGrants(ctx context.Context, in store.SettleGrantsInput) ([]protocol.LeaseRef, error) {
+	return within(ctx, b.timeout, func(ctx context.Context) ([]protocol.LeaseRef, error) { return b.next.SettleGrants(ctx, in) })
+}
+
 func (b *bounded) Release(ctx context.Context, in store.ReleaseInput) ([]string, error) {
 	return within(ctx, b.timeout, func(ctx context.Context) ([]string, error) { return b.next.Release(ctx, in) })
 }

@@ -71,6 +71,9 @@ func (s *deadlineSpy) Result(ctx context.Context, _ store.ResultInput) (store.Re
 func (s *deadlineSpy) Release(ctx context.Context, _ store.ReleaseInput) ([]string, error) {
 	return nil, s.saw(ctx, "Release")
 }
+func (s *deadlineSpy) SettleGrants(ctx context.Context, _ store.SettleGrantsInput) ([]protocol.LeaseRef, error) {
+	return nil, s.saw(ctx, "SettleGrants")
+}
 func (s *deadlineSpy) Payload(ctx context.Context, _ store.PayloadInput) error {
 	return s.saw(ctx, "Payload")
 }

@@ -42,7 +42,7 @@ func TestGrantKeyFileIsLoadedAtBoot(t *testing.T) {
 	r := startWith(t, []string{"--grant-key-file", path}, slog.New(slog.NewJSONHandler(&logs, nil)))
 	require.NotEmpty(t, r.public)
 	keyID := protocol.KeyID(private.Public().(ed25519.PublicKey))
-	require.Contains(t, logs.String(), "grants: local key ring loaded")
+	require.Contains(t, logs.String(), "grants: local, current key "+keyID+", 1 keys")
 	require.Contains(t, logs.String(), `"current":"`+keyID+`"`)
 	require.NotContains(t, logs.String(), protocol.EncodeKey(private.Seed())[:16], "never the key")
 }

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,9 +45,9 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if cfg.TestClockOffset != 0 {
 		logger.Warn("TEST ONLY: this replica's clock is shifted", slog.Duration("offset", cfg.TestClockOffset))
 	}
-	// The ring is checked at boot, so a bad key refuses to start; it goes
-	// to the v2 codec with the claim path of issue 24 (docs/grants.md).
-	if _, err := openGrantKeys(cfg, logger); err != nil {
+	// The ring is checked at boot, so a bad key refuses to start.
+	ring, err := openGrantKeys(cfg, logger)
+	if err != nil {
 		return err
 	}
 	b, err := backend.Open(ctx, backend.Options{
@@ -75,7 +76,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RateLimit: b.RateLimit, RunnerRate: cfg.RateLimit, SiteRateLimit: b.SiteRateLimit, SiteRate: cfg.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
-		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg), AdminHosts: cfg.AdminHostNames(),
+		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg, grantAuthor(ring, m)), AdminHosts: cfg.AdminHostNames(),
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
@@ -122,12 +123,43 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	return serveErr
 }
 
-// v2Options are protocol "2"'s settings as the flags give them.
-func v2Options(cfg config.Config) codec2.Options {
+// v2Options are protocol "2"'s settings as the flags give them, with the
+// grant author, if any.
+func v2Options(cfg config.Config, grants *codec2.Grants) codec2.Options {
 	return codec2.Options{
 		VerificationURL: cfg.VerificationURL, DaemonFloor: cfg.DaemonFloor, UpdateOffer: cfg.UpdateOffer,
-		PairingCapacity: cfg.PairingCapacity, Limits: proto2.Limits{MaxListItems: cfg.MaxListItems},
+		PairingCapacity: cfg.PairingCapacity, Limits: proto2.Limits{MaxListItems: cfg.MaxListItems}, Grants: grants,
 	}
+}
+
+// grantAuthor is relayd's local grant author over ring, counted in m, or
+// nil when no key is configured: then every device keeps D4 (DG1). The
+// owner's default is on (DG3, G-R8).
+func grantAuthor(ring *admission.KeyRing, m *metrics.Metrics) *codec2.Grants {
+	if ring == nil || ring.Len() == 0 {
+		return nil
+	}
+	return &codec2.Grants{
+		Author:  admission.Author{Law: admission.Law{OwnDefault: true}, Keys: ring, Random: rand.Reader},
+		Decided: func(d admission.Decision) { m.SignedGrantDecided(decisionLabels(d)) },
+		Skipped: m.GrantClaimSkipped, SettleFailed: m.GrantSettleFailed,
+	}
+}
+
+// decisionLabels are a decision's metric labels (G-R51): a reason outside
+// G-R12's closed set is "other".
+func decisionLabels(d admission.Decision) (outcome, reason string, permanent bool) {
+	if d.Granted {
+		return "granted", "", false
+	}
+	switch d.Reason {
+	case admission.ReasonUnknownSite, admission.ReasonStoreUnavailable, admission.ReasonNotConsented,
+		admission.ReasonConsentPaused, admission.ReasonNotAMember, admission.ReasonUnmapped,
+		admission.ReasonResolvedElsewhere, admission.ReasonAuthorUnavailable, admission.ReasonAuthorInvalid,
+		admission.ReasonSignFailed:
+		return "declined", string(d.Reason), d.Permanent()
+	}
+	return "declined", "other", d.Permanent()
 }
 
 // logServing says the replica is up, and what it serves.
@@ -155,7 +187,7 @@ func openGrantKeys(cfg config.Config, logger *slog.Logger) (*admission.KeyRing, 
 		logger.Info("grants: off — devices serve their owners only (D4)")
 		return ring, nil
 	}
-	logger.Info("grants: local key ring loaded; claims do not author grants yet, so devices serve their owners only (D4)",
+	logger.Info(fmt.Sprintf("grants: local, current key %s, %d keys", admission.KeyID(current), ring.Len()),
 		slog.String("current", admission.KeyID(current)), slog.Any("key_ids", ring.KeyIDs()), slog.Int("keys", ring.Len()))
 	return ring, nil
 }

@@ -11,6 +11,7 @@ const (
 	OpNow            Op = "now"
 	OpEnqueue        Op = "enqueue"
 	OpClaim          Op = "claim"
+	OpSettleGrants   Op = "settleGrants"
 	OpFetch          Op = "fetch"
 	OpResult         Op = "result"
 	OpRelease        Op = "release"
@@ -43,7 +44,7 @@ const (
 // declares them.
 func Ops() []Op {
 	return []Op{
-		OpNow, OpEnqueue, OpClaim, OpFetch, OpResult, OpRelease, OpPayload, OpCancel, OpCancelRequests,
+		OpNow, OpEnqueue, OpClaim, OpSettleGrants, OpFetch, OpResult, OpRelease, OpPayload, OpCancel, OpCancelRequests,
 		OpRenew, OpPair, OpTouch, OpHeartbeat, OpSweep, OpJob, OpJobs, OpJobSummaries, OpPending, OpResults, OpPresence, OpRunners, OpPing,
 	}
 }

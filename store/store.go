@@ -227,6 +227,29 @@ type ClaimInput struct {
 	Touch bool
 	// Admit, when set, is checked first; a refused admission grants nothing.
 	Admit *Admission
+	// Hold keeps what the claim grants out of Pending until SettleGrants
+	// decides it (spec grants.md G-R16): a held job awaits its payload and
+	// counts toward the unsealed cap, but no site can see it or seal to
+	// it. A held job whose sealing window lapses goes back to the queue as
+	// a plain requeue, with no re-offer and no seal attempt counted: its
+	// site never had the chance to seal.
+	Hold bool
+}
+
+// SettleGrantsInput decides the held grants of one runner's claim (spec
+// grants.md G-R18). Each lease is resolved lease first among proto-2 jobs
+// and acted on only while it is the current grant of a job this runner
+// holds that is not done:
+//   - Granted: the hold ends and the sealing window restarts at store now,
+//     so the site gets the whole of it;
+//   - Refused: released as by Release with reason "refused";
+//   - Returned: released with a not-before of RetryAfterMs for this runner.
+type SettleGrantsInput struct {
+	RunnerID     string
+	Granted      []protocol.LeaseRef
+	Refused      []protocol.LeaseRef
+	Returned     []protocol.LeaseRef
+	RetryAfterMs int64
 }
 
 // LeaseInput names a job and the grant a runner claims to hold on it.
@@ -440,6 +463,12 @@ type RoutingStore interface {
 	// owned by the device's owner. Proto 2 also applies the unsealed cap
 	// per route, the sticky re-offer and per-runner not-before times.
 	Claim(ctx context.Context, in ClaimInput) ([]protocol.ClaimedStub, error)
+
+	// SettleGrants decides the jobs a Hold claim granted, and returns the
+	// granted leases that were still current, in request order. It is
+	// idempotent per lease: settling again changes nothing and answers
+	// alike.
+	SettleGrants(ctx context.Context, in SettleGrantsInput) ([]protocol.LeaseRef, error)
 
 	// Fetch hands the sealed payload to the holder and marks the job
 	// running. Refusals: RefusedNotFound, RefusedNotHolder,

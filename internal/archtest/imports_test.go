@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"store/backend":       {"clock", "ratelimit", "store", "store/memory", "store/valkey"},
 	"plane/codec":         {"clock", "projection", "protocol", "store"},
 	"plane/codec0":        {"clock", "plane/codec", "projection", "protocol", "store"},
-	"plane/codec2":        {"pairing", "plane/codec", "projection", "protocol", "protocol/proto2", "store"},
+	"plane/codec2":        {"admission", "pairing", "plane/codec", "projection", "protocol", "protocol/proto2", "store"},
 	"plane":               {"clock", "pairing", "plane/codec", "plane/codec0", "plane/codec2", "projection", "protocol", "protocol/proto2", "ratelimit", "store"},
 	"config":              {"clock", "pairing", "projection", "protocol", "protocol/proto2", "ratelimit", "store/backend"},
 	"server":              {"admission", "clock", "config", "metrics", "plane", "plane/codec2", "projection", "protocol", "protocol/proto2", "ratelimit", "store", "store/backend"},

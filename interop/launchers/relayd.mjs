@@ -47,11 +47,13 @@ async function startedOrStopped(body) {
   }
 }
 
-export function launch({ fixture, workDir }) {
+// `extraArgs` are more relayd flags for every replica (the grants suite's
+// --grant-key-file).
+export function launch({ fixture, workDir, extraArgs = [] }) {
   return startedOrStopped(async (stoppers) => {
     const binary = await relaydBinary(workDir);
     const fixturePath = await writeFixture(workDir, fixture);
-    const relay = await startRelayd({ name: "relayd", binary, fixturePath, workDir, extraArgs: ["--store", "memory"] });
+    const relay = await startRelayd({ name: "relayd", binary, fixturePath, workDir, extraArgs: ["--store", "memory", ...extraArgs] });
     stoppers.push(relay.stop);
     const url = await clientUrl(relay, "relayd", workDir, stoppers);
     return {
@@ -59,16 +61,18 @@ export function launch({ fixture, workDir }) {
       daemonUrl: url,
       siteUrl: url,
       auditUrls: [relay.public],
+      // Every admin listener, for a suite that reads /metrics.
+      admins: [relay.admin],
       logs: ["relayd", "relayd-approve"],
-      approve: ({ userCode, owner, runnerId }) =>
-        approveWithCommand({ binary, admin: relay.admin, fixturePath, workDir, userCode, owner, runnerId }),
+      approve: ({ userCode, owner, runnerId, grantKey }) =>
+        approveWithCommand({ binary, admin: relay.admin, fixturePath, workDir, userCode, owner, runnerId, grantKey }),
       pendingOn: async (userCode) => ((await isPending(relay.admin, userCode)) ? ["relayd"] : []),
       stop: () => stopAll(stoppers),
     };
   });
 }
 
-export function launchValkey3({ fixture, workDir }) {
+export function launchValkey3({ fixture, workDir, extraArgs = [] }) {
   return startedOrStopped(async (stoppers) => {
     const binary = await relaydBinary(workDir);
     const fixturePath = await writeFixture(workDir, fixture);
@@ -76,7 +80,7 @@ export function launchValkey3({ fixture, workDir }) {
     stoppers.push(valkey.stop);
     // One prefix for the three, fresh per run: they share every key.
     const prefix = `relayd-interop:{${randomBytes(4).toString("hex")}}:`;
-    const storeArgs = ["--store", "valkey", "--valkey-addr", valkey.addr, "--valkey-prefix", prefix];
+    const storeArgs = ["--store", "valkey", "--valkey-addr", valkey.addr, "--valkey-prefix", prefix, ...extraArgs];
     const replicas = {};
     for (const letter of ["a", "b", "c"]) {
       const replica = await startRelayd({ name: `relayd-${letter}`, binary, fixturePath, workDir, extraArgs: storeArgs });
@@ -91,9 +95,10 @@ export function launchValkey3({ fixture, workDir }) {
       // C first, the audit's replica; A and B too, since each replica is a
       // deployment's public face behind a load balancer.
       auditUrls: [c.public, a.public, b.public],
+      admins: [a.admin, b.admin, c.admin],
       logs: ["relayd-a", "relayd-b", "relayd-c", "relayd-approve", "valkey"],
-      approve: ({ userCode, owner, runnerId }) =>
-        approveWithCommand({ binary, admin: c.admin, fixturePath, workDir, userCode, owner, runnerId }),
+      approve: ({ userCode, owner, runnerId, grantKey }) =>
+        approveWithCommand({ binary, admin: c.admin, fixturePath, workDir, userCode, owner, runnerId, grantKey }),
       // Every replica answers from the one store: once B's poll spent the
       // code, none of them may still show it.
       pendingOn: async (userCode) => {

@@ -23,17 +23,22 @@ export class Daemon {
     this.root = join(dir, ".byollm"); // BYOLLM_HOME, the daemon's state dir
   }
 
-  /** Write the owner's config: one openai-http service on our model server. */
-  async configure(baseUrl) {
+  /**
+   * Write the owner's config: one openai-http service on our model server,
+   * named `service` and offered at scope `offer` ("private" is the
+   * daemon's default).
+   */
+  async configure(baseUrl, { service = "interop", offer } = {}) {
     await mkdir(this.root, { recursive: true });
     const config = {
       version: 1,
       services: {
-        interop: {
+        [service]: {
           type: "openai-http",
           baseUrl,
           model: MODEL,
           kinds: ["llm.generate", "llm.chat"],
+          ...(offer ? { offer } : {}),
         },
       },
       // Several jobs in flight, so 20 jobs finish in seconds, not minutes.
@@ -64,8 +69,8 @@ export class Daemon {
    * `byollm connect <url>`: start the device-code flow, hand the printed user
    * code to `approve`, and wait for the poll to pair.
    */
-  async connect(url, { approve, logDir, timeoutMs = 25_000 }) {
-    const proc = this.spawn("byollm-connect", ["connect", url, "--name", "interop-daemon"], logDir);
+  async connect(url, { approve, logDir, timeoutMs = 25_000, name = "byollm-connect" }) {
+    const proc = this.spawn(name, ["connect", url, "--name", "interop-daemon"], logDir);
     const userCode = await waitFor(
       "the daemon to print a user code",
       () => {
@@ -108,8 +113,16 @@ export class Daemon {
   }
 
   /** `byollm run`: the foreground loop. Never `start`, which installs a service. */
-  run(logDir) {
-    return this.spawn("byollm-run", ["run"], logDir);
+  run(logDir, name = "byollm-run") {
+    return this.spawn(name, ["run"], logDir);
+  }
+
+  /** `byollm status`: what the CLI tells its owner, ANSI stripped. */
+  async status(logDir, name = "byollm-status") {
+    const proc = this.spawn(name, ["status"], logDir);
+    const exit = await exitOf(proc, 20_000);
+    if (exit.code !== 0) throw new Error(`byollm status exited ${JSON.stringify(exit)}:\n${proc.out}${proc.err}`);
+    return proc.out.replace(ANSI, "");
   }
 
   /** The daemon's own public identity key, from its key file (secret halves are not kept). */

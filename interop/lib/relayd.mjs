@@ -119,14 +119,16 @@ export async function isPending(admin, userCode) {
  * which writes the device into the fixture. Returns {device}, the identity
  * the admin listener showed.
  */
-export async function approveWithCommand({ binary, admin, fixturePath, workDir, userCode, owner, runnerId }) {
+export async function approveWithCommand({ binary, admin, fixturePath, workDir, userCode, owner, runnerId, grantKey }) {
   const shown = await fetch(`${admin}/pairings/${encodeURIComponent(userCode)}`);
   const shownText = await shown.text();
   if (shown.status !== 200) throw new Error(`GET ${admin}/pairings/${userCode} answered ${shown.status}: ${shownText}`);
   const { device } = JSON.parse(shownText);
   if (!device?.identity) throw new Error(`the admin listener showed no device for ${userCode}: ${shownText}`);
 
-  const args = ["approve", "--admin", admin, "--fixture", fixturePath, "--owner", owner, "--runner-id", runnerId, userCode];
+  const args = ["approve", "--admin", admin, "--fixture", fixturePath, "--owner", owner, "--runner-id", runnerId,
+    // --grant-key KEY|none, when the caller chooses (docs/grants.md).
+    ...(grantKey ? ["--grant-key", grantKey] : []), userCode];
   const proc = start("relayd-approve", binary, args, { logPath: join(workDir, "relayd-approve.log") });
   const exit = await exitOf(proc, 15_000).catch(async (error) => {
     await stop(proc);

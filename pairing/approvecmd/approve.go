@@ -42,6 +42,11 @@ type Request struct {
 	RunnerID string
 	// UserCode is the code as the daemon's user read it out.
 	UserCode string
+	// GrantKey is --grant-key: "" enrols a new device with the relay's
+	// current grant key, if it has one, and leaves a re-approved device's
+	// as it is; "none" or a key (unpadded base64url) is written either way
+	// (spec grants.md G-R26).
+	GrantKey string
 }
 
 // Result is what the command prints, as one JSON line.
@@ -49,6 +54,9 @@ type Result struct {
 	RunnerID string `json:"runnerId"`
 	Owner    string `json:"owner"`
 	KeyID    string `json:"keyId"`
+	// GrantKey is the key the device's record is enrolled with, omitted
+	// when none.
+	GrantKey string `json:"grantKey,omitempty"`
 }
 
 // Errors the approval refuses with, wrapped with detail.
@@ -104,10 +112,85 @@ func (a *Approver) Approve(ctx context.Context, r Request) (Result, error) {
 		return Result{}, err
 	}
 	approval := pairing.Approval{Owner: r.Owner, RunnerID: runnerID, Device: details.Device}
+	if approval.GrantKey, approval.ReplaceGrantKey, err = a.grantKeyFor(ctx, r); err != nil {
+		return Result{}, err
+	}
 	if _, err := pairing.Approve(r.Fixture, approval); err != nil {
 		return Result{}, explain(err, runnerID)
 	}
-	return Result{RunnerID: runnerID, Owner: r.Owner, KeyID: keyID}, nil
+	res := Result{RunnerID: runnerID, Owner: r.Owner, KeyID: keyID}
+	if written, err := loadFixture(r.Fixture); err == nil {
+		if d, ok := written.DeviceFor(runnerID); ok {
+			res.GrantKey = d.GrantKey.String()
+		}
+	}
+	return res, nil
+}
+
+// grantKeyFor is the key to enrol the device with and whether it replaces
+// a re-approved record's: --grant-key as given, else the relay's current
+// key (GET /grant-keys), for new devices only.
+func (a *Approver) grantKeyFor(ctx context.Context, r Request) (projection.GrantKey, bool, error) {
+	switch r.GrantKey {
+	case "none":
+		return projection.GrantKey{}, true, nil
+	case "":
+	default:
+		k, err := projection.ParseGrantKey(r.GrantKey)
+		if err != nil {
+			return projection.GrantKey{}, false, fmt.Errorf("--grant-key: %w", err)
+		}
+		return k, true, nil
+	}
+	var keys struct {
+		Current *struct {
+			PublicKey string `json:"publicKey"`
+		} `json:"current"`
+	}
+	status, err := a.adminGet(ctx, r.AdminURL, "/grant-keys", &keys)
+	if status == http.StatusNotFound {
+		return projection.GrantKey{}, false, nil // a relay older than grants has no key
+	}
+	if err != nil {
+		return projection.GrantKey{}, false, fmt.Errorf("ask the relay for its grant key: %w", err)
+	}
+	if keys.Current == nil {
+		return projection.GrantKey{}, false, nil
+	}
+	k, err := projection.ParseGrantKey(keys.Current.PublicKey)
+	if err != nil {
+		return projection.GrantKey{}, false, fmt.Errorf("the relay's current grant key: %w", err)
+	}
+	return k, false, nil
+}
+
+// adminGet reads one JSON answer of the admin listener into out, and
+// returns its status (0 when none came).
+func (a *Approver) adminGet(ctx context.Context, adminURL, path string, out any) (int, error) {
+	base, err := url.Parse(strings.TrimRight(adminURL, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return 0, fmt.Errorf("admin URL %q: want http://HOST:PORT of a relay's admin listener", adminURL)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.String()+path, nil)
+	if err != nil {
+		return 0, fmt.Errorf("admin request: %w", err)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("ask the admin listener: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("read the admin listener's answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, fmt.Errorf("the admin listener answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return resp.StatusCode, fmt.Errorf("the admin listener's answer does not decode: %w", err)
+	}
+	return resp.StatusCode, nil
 }
 
 // lookup asks the admin listener for the pending pairing of code.

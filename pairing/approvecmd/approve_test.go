@@ -17,6 +17,7 @@ import (
 	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/pairing/approvecmd"
 	"github.com/byollm/relayd/plane"
+	"github.com/byollm/relayd/plane/codec2"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
@@ -36,6 +37,13 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t, nil, nil)
+}
+
+// newWorldWith is newWorld whose relay authors grants with grants (nil:
+// none), and whose fixture edit changes, given the pending device, first.
+func newWorldWith(t *testing.T, grants *codec2.Grants, edit func(f *projection.Fixture, device protocol.PublicIdentity)) *world {
+	t.Helper()
 	site, err := peer.GenerateKeys()
 	require.NoError(t, err)
 	other, err := peer.GenerateKeys()
@@ -44,13 +52,15 @@ func newWorld(t *testing.T) *world {
 	f.Sites = []projection.SiteRecord{{SiteID: "site_a", Site: site.Public()}}
 	f.Consents = []projection.ConsentRecord{{Owner: "alice", SiteID: "site_a"}}
 	f.Devices = []projection.DeviceRecord{{Owner: "carol", RunnerID: "runner_carol", Device: other.Public()}}
+	keys, err := peer.GenerateKeys()
+	require.NoError(t, err)
+	if edit != nil {
+		edit(f, keys.Public())
+	}
 	raw, err := json.MarshalIndent(f, "", "  ")
 	require.NoError(t, err)
 	w := &world{fixture: filepath.Join(t.TempDir(), "fixture.json")}
 	require.NoError(t, os.WriteFile(w.fixture, raw, 0o600))
-
-	keys, err := peer.GenerateKeys()
-	require.NoError(t, err)
 	w.device = keys.Public()
 	w.codes = memory.NewPairings(clock.System{})
 	_, err = w.codes.StartPairing(t.Context(), store.StartPairingInput{
@@ -60,7 +70,8 @@ func newWorld(t *testing.T) *world {
 	require.NoError(t, err)
 	src, err := projection.Static(f)
 	require.NoError(t, err)
-	relay := plane.New(plane.Config{SiteID: "site_a", Store: memory.New(clock.System{}), Pairings: w.codes, Projection: src.Current})
+	relay := plane.New(plane.Config{SiteID: "site_a", Store: memory.New(clock.System{}), Pairings: w.codes, Projection: src.Current,
+		Protocols: plane.Protocols{V0: true, V2: true}, V2: codec2.Options{Grants: grants}})
 	srv := httptest.NewServer(plane.NewAdmin(relay).Handler())
 	t.Cleanup(srv.Close)
 	w.admin = srv.URL
@@ -212,7 +223,7 @@ func TestApproveHelp(t *testing.T) {
 	code, stdout, stderr := run(t, "--help")
 	require.Equal(t, 0, code)
 	require.Empty(t, stdout)
-	require.Contains(t, stderr, "usage: relayd approve --admin http://HOST:PORT --fixture PATH --owner OWNER [--runner-id ID] USER-CODE")
+	require.Contains(t, stderr, "usage: relayd approve --admin http://HOST:PORT --fixture PATH --owner OWNER [--runner-id ID] [--grant-key KEY|none] USER-CODE")
 }
 
 func TestNewRunnerID(t *testing.T) {

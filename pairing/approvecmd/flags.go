@@ -8,14 +8,18 @@ import (
 )
 
 // Usage is the command's synopsis.
-const Usage = `usage: relayd approve --admin http://HOST:PORT --fixture PATH --owner OWNER [--runner-id ID] USER-CODE
+const Usage = `usage: relayd approve --admin http://HOST:PORT --fixture PATH --owner OWNER [--runner-id ID] [--grant-key KEY|none] USER-CODE
 
 Approves the device behind USER-CODE (as "byollm connect" printed it) for
 OWNER: looks the code up on a relay's admin listener, then writes the
 device into the fixture every replica loads (atomic rename). Without
 --runner-id the device keeps the runner id it has under OWNER, or gets a
-new one ("runner_" and 12 random hex digits). Prints
-{"runnerId":...,"owner":...,"keyId":...} on success.
+new one ("runner_" and 12 random hex digits). A new device is enrolled
+for grants with the relay's current grant key when it has one (GET
+/grant-keys on the admin listener); a re-approved one keeps the key its
+record has. --grant-key writes KEY, or none, either way. Prints
+{"runnerId":...,"owner":...,"keyId":...,"grantKey":...} on success
+(grantKey omitted when the device is not enrolled).
 `
 
 var errHelp = errors.New("help requested")
@@ -29,6 +33,7 @@ func parseArgs(args []string, stderr io.Writer) (Request, error) {
 	fs.StringVar(&r.Fixture, "fixture", "", "the fixture file")
 	fs.StringVar(&r.Owner, "owner", "", "the owner the device is approved for")
 	fs.StringVar(&r.RunnerID, "runner-id", "", "the runner id to give the device")
+	fs.StringVar(&r.GrantKey, "grant-key", "", `the grant key to enrol the device with, or "none"`)
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {

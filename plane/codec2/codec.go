@@ -34,6 +34,10 @@ type Options struct {
 	PairingCapacity int
 	// Limits bounds the bodies' open lists.
 	Limits proto2.Limits
+	// Grants, when set, makes relayd the grant author of the devices
+	// whose records name a grant key (docs/grants.md); nil keeps decision
+	// D4 for every device.
+	Grants *Grants
 }
 
 // Codec is protocol "2"'s codec.

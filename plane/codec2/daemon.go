@@ -22,6 +22,9 @@ type caller struct {
 	// call owes: its presence written (and its rate charge, when the
 	// store keeps the limiter's buckets), first.
 	admit *store.Admission
+	// skewMs is the signature's issuedAt less the relay clock, read as it
+	// was verified: the device clock guard's d (grants.md G-R15).
+	skewMs int64
 }
 
 // admission hands over what the caller's first store call owes, once.
@@ -89,10 +92,11 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	if refusal := c.env.Verify(sig, req.Endpoint, req.Body, dev.Device.Identity); refusal != nil {
 		return nil, refusal
 	}
+	skew := sig.IssuedAt - c.env.NowMs()
 	owed := &store.Admission{Pair: &store.PairInput{Owner: dev.Owner, Device: dev.Device}}
 	if c.env.RunnerCharge != nil && !dev.Revoked {
 		owed.Charge = c.env.RunnerCharge(dev.RunnerID)
-		return &caller{device: dev, proj: proj, admit: owed}, nil
+		return &caller{device: dev, proj: proj, admit: owed, skewMs: skew}, nil
 	}
 	// Charged only now, under the verified runner id: a stranger naming
 	// someone else's runner cannot spend that runner's tokens.
@@ -102,7 +106,7 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	if dev.Revoked {
 		return nil, proto2.Revoked()
 	}
-	return &caller{device: dev, proj: proj, admit: owed}, nil
+	return &caller{device: dev, proj: proj, admit: owed, skewMs: skew}, nil
 }
 
 // refuse answers refusal, given before the endpoint's store call: the

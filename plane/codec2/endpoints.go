@@ -10,12 +10,14 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// claim grants the caller queued proto-2 jobs of its own owner on every
-// site it may route for (§3.6, decision D4: with no grant author, a
-// device is offered only its owner's jobs).
-func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest) (protocol.ClaimResponse, error) {
+// claim grants the caller queued proto-2 jobs. A device enrolled for
+// grants (docs/grants.md) gets authoredClaim; every other device, and
+// every device of a relay with no grant key, keeps decision D4: it is
+// offered only its owner's jobs on every site it may route for (§3.6),
+// with no grant.
+func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest) (any, error) {
 	if req.RunnerID != who.device.RunnerID {
-		return protocol.ClaimResponse{}, c.refuse(ctx, who, proto2.RunnerMismatch())
+		return nil, c.refuse(ctx, who, proto2.RunnerMismatch())
 	}
 	var kinds []string
 	for _, cp := range req.Capabilities {
@@ -23,16 +25,15 @@ func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest)
 			kinds = append(kinds, cp.Kind)
 		}
 	}
-	routes := []store.Route{}
-	for _, r := range who.proj.ClaimRoutesFor(who.device.Owner) {
-		routes = append(routes, store.Route{SiteID: r.SiteID, Owner: r.Owner})
+	if c.opts.Grants.enrolled(who) {
+		return answer(c.authoredClaim(ctx, who, req, kinds))
 	}
 	jobs, err := c.env.Store.Claim(ctx, store.ClaimInput{
 		Proto: store.Proto2, RunnerID: who.device.RunnerID, Owner: who.device.Owner, Device: who.device.Device,
-		Routes: routes, Kinds: kinds, Max: req.Max, LeaseMs: c.env.LeaseMs, Admit: who.admission(),
+		Routes: storeRoutes(who.proj.ClaimRoutesFor(who.device.Owner)), Kinds: kinds, Max: req.Max, LeaseMs: c.env.LeaseMs, Admit: who.admission(),
 	})
 	if err != nil {
-		return protocol.ClaimResponse{}, storeError(store.OpClaim, err)
+		return nil, storeError(store.OpClaim, err)
 	}
 	return protocol.ClaimResponse{Jobs: nonNil(jobs), LeaseMs: c.env.LeaseMs}, nil
 }

@@ -110,7 +110,8 @@ func (c *Codec) pairPoll(ctx context.Context, req proto2.PairPollRequest) (proto
 	if err := c.env.Pairings.DropPairing(ctx, req.DeviceCode); err != nil {
 		return none, storeError(store.OpDropPairing, err)
 	}
-	return proto2.PairPollResponse{Status: statusApproved, RunnerID: approved.RunnerID, Owner: approved.Owner, Sites: &sites}, nil
+	return proto2.PairPollResponse{Status: statusApproved, RunnerID: approved.RunnerID, Owner: approved.Owner, Sites: &sites,
+		ControlPlanePublic: c.opts.Grants.PublicKeyFor(approved.GrantKey)}, nil
 }
 
 // collectable reports whether an approved device's pending code may
@@ -152,5 +153,6 @@ func (c *Codec) pairFixture(ctx context.Context, req proto2.PairFixtureRequest) 
 	}); err != nil {
 		return none, storeError(store.OpPair, err)
 	}
-	return proto2.PairFixtureResponse{ProtocolVersion: proto2.Version, RunnerID: approved.RunnerID, Sites: sitesByKeyID(sites)}, nil
+	return proto2.PairFixtureResponse{ProtocolVersion: proto2.Version, RunnerID: approved.RunnerID, Sites: sitesByKeyID(sites),
+		ControlPlanePublic: c.opts.Grants.PublicKeyFor(approved.GrantKey)}, nil
 }

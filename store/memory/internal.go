@@ -36,7 +36,9 @@ func (s *Store) apply(r *record, now int64) outcome {
 		s.remove(r)
 		return gone
 	case j.State == store.AwaitingPayload && j.AwaitingUntil <= now:
-		if j.Proto == store.Proto2 {
+		// A held job's site never saw it, so its lapse is no seal
+		// attempt: a plain requeue (G-R16).
+		if j.Proto == store.Proto2 && !r.held {
 			return s.lapse(r, now)
 		}
 		s.requeue(r, now)
@@ -139,6 +141,7 @@ func (s *Store) requeue(r *record, now int64) {
 	j.ClaimedBy = nil
 	j.AwaitingUntil = 0
 	j.Payload = nil
+	r.held = false
 	s.relist(r)
 	s.enqueueRecord(r, now)
 }
@@ -225,7 +228,7 @@ func (s *Store) relist(r *record) {
 			delete(s.unsealed, rt)
 		}
 	}
-	if j.State == store.AwaitingPayload || (j.State == store.Done && j.Result != nil) {
+	if (j.State == store.AwaitingPayload && !r.held) || (j.State == store.Done && j.Result != nil) {
 		m := s.listed[j.SiteID]
 		if m == nil {
 			m = map[*record]struct{}{}

@@ -79,6 +79,9 @@ type record struct {
 	queued *queueKey
 	// unsealed says the job is counted in Store.unsealed.
 	unsealed bool
+	// held says a Hold claim granted the job and SettleGrants has not yet
+	// decided it: it awaits its payload unlisted.
+	held bool
 }
 
 func (r *record) key() jobKey { return jobKey{site: r.job.SiteID, id: r.job.ID} }
@@ -257,6 +260,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		r.job.State = store.AwaitingPayload
 		r.job.ClaimedBy = &claim
 		r.job.AwaitingUntil = now + protocol.AwaitingPayloadMs
+		r.held = in.Hold
 		s.byLease[claim.LeaseID] = r
 		s.relist(r)
 		s.awaiting.push(entry{at: r.job.AwaitingUntil, rec: r})
@@ -456,6 +460,7 @@ func (s *Store) Payload(ctx context.Context, in store.PayloadInput) error {
 	env := in.Envelope
 	r.job.Payload = &env
 	r.job.State = store.Ready
+	r.held = false // sealed: nothing is left to hold back from the site
 	r.job.AwaitingUntil = 0
 	r.job.SealAttempts = 0
 	s.relist(r)

@@ -22,7 +22,7 @@ import (
 // writes, the device identity for a pairing start. Reads are not
 // remembered, nor are the writes in answersAlike.
 var memoCaller = map[store.Op]string{
-	store.OpClaim: "r", store.OpRenew: "r", store.OpPair: "r", store.OpTouch: "r",
+	store.OpClaim: "r", store.OpSettleGrants: "r", store.OpRenew: "r", store.OpPair: "r", store.OpTouch: "r",
 	store.OpResult: "r", store.OpRelease: "r", store.OpCancelRequests: "r", store.OpHeartbeat: "r",
 	store.OpPayload: "s", store.OpEnqueue: "s", store.OpCancel: "s",
 	store.OpStartPairing: "p",

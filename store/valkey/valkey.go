@@ -272,9 +272,9 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		return nil, fmt.Errorf("valkey store: claim: encoding device: %w", err)
 	}
 	n := min(max(in.Max, 0), maxGrants)
-	args := make([]string, 0, 11+len(in.Kinds)+n)
+	args := make([]string, 0, 12+len(in.Kinds)+n)
 	args = append(args, in.RunnerID, in.Owner, string(device), strconv.FormatInt(in.LeaseMs, 10),
-		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(s.settleBudget), flag(in.Touch), proto(in.Proto), flag(len(in.Routes) > 0))
+		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(s.settleBudget), flag(in.Touch), proto(in.Proto), flag(len(in.Routes) > 0), flag(in.Hold))
 	args = append(args, strconv.Itoa(len(in.Kinds)))
 	args = append(args, in.Kinds...)
 	for range n {

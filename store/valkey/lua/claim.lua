@@ -8,7 +8,9 @@
 -- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, settle budget,
 --       touch '1'|'0' (stamp the runner's presence, whatever is granted),
 --       proto, '1'|'0' (routes named: K.routes holds their route fields),
---       k kinds, then k kinds, then one fresh lease id per possible grant.
+--       hold '1'|'0' (keep the grants out of the listing until
+--       settleGrants, G-R16), k kinds, then k kinds, then one fresh lease
+--       id per possible grant.
 -- Reply: {'ok', framed [stub, lease id, expiresAt]...}, or the error
 -- NOROUTES, before anything is done (claimFirst, scripts.go, runs before
 -- the admission), when routes are named and K.routes is gone: the caller
@@ -26,7 +28,8 @@ if ARGV[8] == '1' then
 end
 local proto = ARGV[9]
 local has_routes = ARGV[10] == '1'
-local pos = 11
+local hold = ARGV[11] == '1'
+local pos = 12
 local nkinds = tonumber(ARGV[pos])
 local kinds = {}
 for i = 1, nkinds do
@@ -308,7 +311,7 @@ local function consider(c, member)
   rec.lexp = ms(now + lease_ms)
   rec.await = ms(now + window_ms)
   save(key, rec)
-  await_in(key, rec)
+  await_in(key, rec, hold)
   redis.call('HSET', K.leases, lease, key)
   if proto == '2' then
     unsealed[c.route] = unsealed[c.route] + 1

@@ -26,7 +26,9 @@
 --   K.sticky    zset  lex, score 0: lenc(runner) .. queue member, for a queued
 --                     proto-2 job re-offered only to that runner (D8)
 --   K.reoffer   zset  job key, score = reofferUntil (jobs in K.sticky)
---   K.awaiting  zset  lex, score 0: site prefix .. seq16 .. key (awaiting-payload jobs)
+--   K.awaiting  zset  lex, score 0: site prefix .. seq16 .. key (awaiting-payload jobs,
+--                     less those a claim holds until it settles them, G-R16: an
+--                     awaiting job missing here is held, see is_held)
 --   K.finished  zset  lex, score 0: site prefix .. seq16 .. key (done jobs)
 --   K.cancels   zset  lex, score 0: proto+runner prefix .. seq16 .. key
 --                     (cancelled and held; proto 0: not done)
@@ -537,10 +539,14 @@ end
 
 -- await_in and await_out keep the indexes of a job awaiting its payload,
 -- the per-route count of unsealed proto-2 grants (the cap) among them.
--- Every transition into or out of awaiting-payload goes through them.
-local function await_in(key, rec)
+-- Every transition into or out of awaiting-payload goes through them. A
+-- held job (hold true) is left out of its site's listing until
+-- settleGrants lists it (unhold).
+local function await_in(key, rec, hold)
   redis.call('ZADD', K.window, rec.await, key)
-  redis.call('ZADD', K.awaiting, 0, site_member(rec, key))
+  if not hold then
+    redis.call('ZADD', K.awaiting, 0, site_member(rec, key))
+  end
   if rec.proto == '2' then
     redis.call('HINCRBY', K.unsealed, route_of(rec), 1)
   end
@@ -555,6 +561,21 @@ local function await_out(key, rec)
   if rec.proto == '2' and redis.call('HINCRBY', K.unsealed, route_of(rec), -1) <= 0 then
     redis.call('HDEL', K.unsealed, route_of(rec))
   end
+end
+
+-- is_held says whether an awaiting job is held by its claim (G-R16): it
+-- awaits its payload but its site's listing does not show it.
+local function is_held(key, rec)
+  return rec.state == STATE_AWAITING_PAYLOAD and not redis.call('ZSCORE', K.awaiting, site_member(rec, key))
+end
+
+-- unhold ends a held job's hold at now: its site lists it, with a whole
+-- sealing window from now.
+local function unhold(key, rec, now)
+  rec.await = ms(now + WINDOW_MS)
+  redis.call('ZADD', K.window, rec.await, key)
+  redis.call('ZADD', K.awaiting, 0, site_member(rec, key))
+  save(key, rec)
 end
 
 -- drop deletes a job with everything it holds, payload and result included.
@@ -640,7 +661,8 @@ local function settle(key, rec, now)
   end
   if rec.state == STATE_AWAITING_PAYLOAD then
     if (tonumber(rec.await) or 0) <= now then
-      if rec.proto == '2' then
+      -- A held job's site never saw it: its lapse is a plain requeue.
+      if rec.proto == '2' and not is_held(key, rec) then
         return lapse(key, rec, now)
       end
       requeue(key, rec, now)

@@ -1,0 +1,269 @@
+// The grants suite (spec grants.md G-R58, T1): relayd as its own grant
+// author, driven by the published 0.1.1 clients. Two byollm daemons of two
+// owners, alice and bob, each with a model server of its own, so that the
+// server that saw a prompt names the daemon that ran it. Bob's roster
+// lists alice; alice's default generate work is mapped to bob's `echo`,
+// offered to his team. relayd holds the grant key; `relayd approve`
+// enrols both devices with it.
+//
+// INTEROP_RELAY=relayd | relayd-valkey-3 (the control, which needs
+// @byollm/control-plane wired into the reference relay, is not built).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdir, rm, readFile, rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import { launcherNamed } from "../launchers/index.mjs";
+import { startModelServer, answerFor } from "../lib/model-server.mjs";
+import { Daemon } from "../lib/daemon.mjs";
+import { makeSite, siteApp } from "../lib/site.mjs";
+import { stop, stopAll, waitFor } from "../lib/proc.mjs";
+
+const RELAY = process.env.INTEROP_RELAY ?? "relayd";
+const SITE_ID = "site_interop";
+const tag = randomBytes(4).toString("hex");
+const OWNERS = { alice: `runner_alice_${tag}`, bob: `runner_bob_${tag}` };
+const WORK = fileURLToPath(new URL(`../.run/grants-${RELAY}/`, import.meta.url));
+
+const state = { models: {}, daemons: {}, runs: {} };
+
+// A fresh grant key: the PEM PKCS#8 file relayd reads, and the raw public
+// key (unpadded base64url) a daemon pins.
+async function grantKey() {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const path = join(WORK, "grant.pem");
+  await writeFile(path, privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o400 });
+  return { path, public: publicKey.export({ format: "jwk" }).x };
+}
+
+before(async () => {
+  await rm(WORK, { recursive: true, force: true });
+  await mkdir(WORK, { recursive: true });
+  state.site = makeSite();
+  state.key = await grantKey();
+  const fixture = {
+    sites: [{ siteId: SITE_ID, site: state.site.identity }],
+    consents: [
+      { owner: "alice", siteId: SITE_ID, mappings: [{ purpose: "default", kind: "llm.generate", service: "echo", serviceOwner: "bob" }] },
+      { owner: "bob", siteId: SITE_ID, mappings: [{ purpose: "default", kind: "llm.generate", service: "echo" }] },
+    ],
+    rosters: [{ id: "team_bob", owner: "bob", members: ["alice"] }],
+    devices: [],
+  };
+  state.relay = await launcherNamed(RELAY)({ fixture, workDir: WORK, extraArgs: ["--grant-key-file", state.key.path] });
+  for (const owner of Object.keys(OWNERS)) {
+    state.models[owner] = await startModelServer();
+    state.daemons[owner] = new Daemon(join(WORK, `${owner}-home`));
+    await state.daemons[owner].configure(state.models[owner].baseUrl, { service: "echo", offer: "team" });
+  }
+}, { timeout: 180_000 });
+
+after(async () => {
+  await state.relay?.stop().catch(() => undefined);
+  await stopAll();
+  for (const model of Object.values(state.models)) await model.close();
+}, { timeout: 20_000 });
+
+async function withLogs(step, names) {
+  try {
+    return await step();
+  } catch (error) {
+    for (const name of names) {
+      const text = await readFile(join(WORK, `${name}.log`), "utf8").catch(() => "(no log)");
+      console.error(`--- ${name}.log (last 3000 chars) ---\n${text.slice(-3000)}`);
+    }
+    throw error;
+  }
+}
+
+test(`${RELAY}: relayd approve enrols both daemons, which pin relayd's grant key`, { timeout: 90_000 }, () =>
+  withLogs(async () => {
+    for (const [owner, runnerId] of Object.entries(OWNERS)) {
+      await state.daemons[owner].connect(state.relay.daemonUrl, {
+        logDir: WORK,
+        name: `${owner}-connect`,
+        approve: (userCode) => state.relay.approve({ userCode, owner, runnerId }),
+      });
+      const stored = await state.daemons[owner].pairings();
+      const pairing = stored.pairings?.find((p) => p.origin === state.relay.daemonUrl);
+      assert.ok(pairing, `${owner}'s pairings.json has the relay: ${JSON.stringify(stored)}`);
+      assert.equal(pairing.runnerId, runnerId);
+      assert.equal(pairing.controlPlanePublic, state.key.public, `${owner}'s daemon pinned relayd's grant key`);
+    }
+    const fixture = JSON.parse(await readFile(join(WORK, "fixture.json"), "utf8"));
+    assert.deepEqual(fixture.devices.map((d) => d.grantKey), [state.key.public, state.key.public], "both records are enrolled");
+    state.paired = true;
+  }, ["alice-connect", "bob-connect", "relayd-approve", ...(state.relay?.logs ?? [])]),
+);
+
+test(`${RELAY}: T1, alice's team job runs on bob's daemon under a grant it verified`, { timeout: 120_000 }, () =>
+  withLogs(async () => {
+    assert.ok(state.paired, "the pairing step must pass first");
+    for (const owner of Object.keys(OWNERS)) state.runs[owner] = state.daemons[owner].run(WORK, `${owner}-run`);
+    const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+    const prompt = `grants interop: alice asks bob's echo (${tag})`;
+    const handle = await app.enqueue({ kind: "llm.generate", owner: "alice", payload: { prompt } });
+    const refused = new Set();
+    let result;
+    await waitFor(
+      "alice's job to finish",
+      async () => {
+        for (const [owner, run] of Object.entries(state.runs)) {
+          if (run.exit) throw new Error(`${owner}'s byollm run exited: ${JSON.stringify(run.exit)}`);
+        }
+        const report = await app.cloud.pump();
+        report.refused.forEach((id) => refused.add(id));
+        if (refused.size > 0) throw new Error(`the SDK refused ${[...refused].join(", ")}`);
+        result = await app.result(handle.id);
+        return result && result.state !== "queued" && result.state !== "claimed";
+      },
+      // A first claim by alice's own device is declined (the mapping names
+      // bob's service) and bars it for 30 s; bob's device takes it at once.
+      { timeoutMs: 100_000, intervalMs: 150 },
+    );
+    assert.equal(result.state, "ok", JSON.stringify(result));
+    assert.equal(result.outcome.text, answerFor(prompt));
+    assert.equal(result.provenance?.runnerId, OWNERS.bob, "it ran on bob's daemon");
+    assert.equal(result.provenance?.runnerOwner, "bob");
+    assert.ok(JSON.stringify(state.models.bob.calls).includes(prompt), "bob's model server got the prompt");
+    assert.ok(!JSON.stringify(state.models.alice.calls).includes(prompt), "alice's model server got nothing of it");
+    const status = await state.daemons.bob.status(WORK, "bob-status");
+    assert.ok(status.includes(`whoever ${state.relay.daemonUrl} admits`), `bob's byollm status: ${status}`);
+  }, ["alice-run", "bob-run", ...(state.relay?.logs ?? [])]),
+);
+
+// The sum over every replica of the metric series whose name and labels
+// start as `prefix`.
+async function metric(prefix) {
+  let sum = 0;
+  for (const admin of state.relay.admins) {
+    const text = await (await fetch(`${admin}/metrics`)).text();
+    for (const line of text.split("\n")) if (line.startsWith(prefix)) sum += Number(line.split(" ").pop());
+  }
+  return sum;
+}
+
+// Pump the site until `done` says so, failing on any refusal or a daemon
+// that exited.
+async function pumpUntil(app, what, done, timeoutMs) {
+  await waitFor(
+    what,
+    async () => {
+      for (const [owner, run] of Object.entries(state.runs)) {
+        if (run.exit && !run.stopped) throw new Error(`${owner}'s byollm run exited: ${JSON.stringify(run.exit)}`);
+      }
+      const report = await app.cloud.pump();
+      if (report.refused.length > 0) throw new Error(`the SDK refused ${report.refused.join(", ")}`);
+      return done();
+    },
+    { timeoutMs, intervalMs: 150 },
+  );
+}
+
+// Edit the fixture every replica reads, as an operator does: write beside
+// it, rename over it.
+async function editFixture(edit) {
+  const path = join(WORK, "fixture.json");
+  const fixture = JSON.parse(await readFile(path, "utf8"));
+  edit(fixture);
+  await writeFile(`${path}.tmp`, `${JSON.stringify(fixture, null, 2)}\n`);
+  await rename(`${path}.tmp`, path);
+}
+
+const DECLINED_UNMAPPED = 'relayd_signed_grants_total{outcome="declined",permanent="false",reason="unmapped"}';
+
+test(`${RELAY}: T3, a job of someone on no roster of bob's is never offered to bob's daemon`, { timeout: 60_000 }, () =>
+  withLogs(async () => {
+    assert.ok(state.paired, "the pairing step must pass first");
+    const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+    await editFixture((f) => f.consents.push({ owner: "carol", siteId: SITE_ID }));
+    const carolsJob = await app.enqueue({ kind: "llm.generate", owner: "carol", payload: { prompt: `carol's own (${tag})` } });
+    const claims = 'relayd_http_requests_total{route="claim",status="200"}';
+    const decided = async () => (await metric("relayd_signed_grants_total{"));
+    const claimsBefore = await metric(claims);
+    const decidedBefore = await decided();
+    await pumpUntil(app, "three more claims", async () => (await metric(claims)) >= claimsBefore + 3 * Object.keys(OWNERS).length, 50_000);
+    assert.equal((await app.result(carolsJob.id))?.state, "queued", "nobody ran carol's job");
+    assert.equal(await decided(), decidedBefore, "it was never offered, so never declined");
+    assert.ok(!JSON.stringify(state.models.bob.calls).includes("carol's own"));
+    await app.cancel(carolsJob.id);
+  }, ["alice-run", "bob-run", ...(state.relay?.logs ?? [])]),
+);
+
+test(`${RELAY}: T2, a job without a mapping is declined transiently, and runs once its mapping is added`, { timeout: 150_000 }, () =>
+  withLogs(async () => {
+    assert.ok(state.paired, "the pairing step must pass first");
+    // Alice's own daemon would take her unmapped chat job by the owner's
+    // default (G-R8): only bob's daemon runs here.
+    state.runs.alice.stopped = true;
+    await stop(state.runs.alice);
+    const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+    const text = `grants interop: alice's chat, unmapped at first (${tag})`;
+    const before = await metric(DECLINED_UNMAPPED);
+    const handle = await app.enqueue({ kind: "llm.chat", owner: "alice", payload: { messages: [{ role: "user", content: text }] } });
+    await pumpUntil(app, "bob's daemon to be declined unmapped", async () => (await metric(DECLINED_UNMAPPED)) > before, 60_000);
+    assert.equal((await app.result(handle.id))?.state, "queued", "declined, back in the queue");
+    assert.ok(!JSON.stringify(state.models.bob.calls).includes(text), "nothing ran");
+
+    await editFixture((f) => f.consents[0].mappings.push({ purpose: "default", kind: "llm.chat", service: "echo", serviceOwner: "bob" }));
+    let result;
+    await pumpUntil(app, "the job to run once mapped", async () => {
+      result = await app.result(handle.id);
+      return result && result.state !== "queued" && result.state !== "claimed";
+    }, 90_000);
+    assert.equal(result.state, "ok", JSON.stringify(result));
+    assert.equal(result.provenance?.runnerId, OWNERS.bob);
+    assert.equal(result.outcome.text, answerFor(`User: ${text}`));
+  }, ["bob-run", ...(state.relay?.logs ?? [])]),
+);
+
+test(`${RELAY}: T4, a device approved without a grant key is unchanged: no key, its owner's work only, no grant`, { timeout: 120_000 }, () =>
+  withLogs(async () => {
+    assert.ok(state.paired, "the pairing step must pass first");
+    const runnerId = `runner_dave_${tag}`;
+    // Dave's roster lists alice, which would widen his routes were he
+    // enrolled (D4 holds for him).
+    await editFixture((f) => {
+      f.consents.push({ owner: "dave", siteId: SITE_ID });
+      f.rosters.push({ id: "team_dave", owner: "dave", members: ["alice"] });
+    });
+    state.models.dave = await startModelServer();
+    const dave = new Daemon(join(WORK, "dave-home"));
+    await dave.configure(state.models.dave.baseUrl, { service: "echo", offer: "team" });
+    await dave.connect(state.relay.daemonUrl, {
+      logDir: WORK,
+      name: "dave-connect",
+      approve: (userCode) => state.relay.approve({ userCode, owner: "dave", runnerId, grantKey: "none" }),
+    });
+    const pairing = (await dave.pairings()).pairings?.find((p) => p.origin === state.relay.daemonUrl);
+    assert.equal(pairing?.runnerId, runnerId);
+    assert.equal(pairing.controlPlanePublic, undefined, "no key is pinned");
+    const status = await dave.status(WORK, "dave-status");
+    assert.ok(status.includes(`nobody else, through ${state.relay.daemonUrl}`), `dave's byollm status: ${status}`);
+
+    // Only dave's daemon runs now: alice's was stopped for T2, bob's goes.
+    state.runs.bob.stopped = true;
+    await stop(state.runs.bob);
+    state.runs.dave = dave.run(WORK, "dave-run");
+    const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+    const alicesText = `grants interop: alice's team job, never for dave (${tag})`;
+    const alices = await app.enqueue({ kind: "llm.generate", owner: "alice", payload: { prompt: alicesText } });
+    const davesText = `grants interop: dave's own (${tag})`;
+    const daves = await app.enqueue({ kind: "llm.generate", owner: "dave", payload: { prompt: davesText } });
+    const claims = 'relayd_http_requests_total{route="claim",status="200"}';
+    let result;
+    let claimsAtDone;
+    await pumpUntil(app, "dave's own job to run", async () => {
+      result = await app.result(daves.id);
+      claimsAtDone = await metric(claims);
+      return result && result.state !== "queued" && result.state !== "claimed";
+    }, 60_000);
+    assert.equal(result.state, "ok", JSON.stringify(result));
+    assert.equal(result.provenance?.runnerId, runnerId, "dave's own work runs on dave's device");
+    assert.ok(JSON.stringify(state.models.dave.calls).includes(davesText));
+    await pumpUntil(app, "three more of dave's claims", async () => (await metric(claims)) >= claimsAtDone + 3, 50_000);
+    assert.equal((await app.result(alices.id))?.state, "queued", "alice's team job is never offered to dave's device");
+    assert.ok(!JSON.stringify(state.models.dave.calls).includes(alicesText));
+  }, ["dave-connect", "dave-run", ...(state.relay?.logs ?? [])]),
+);

@@ -1,0 +1,42 @@
+-- settleGrants: decide the grants a held claim made (spec grants.md G-R18).
+-- Each lease is resolved lease first among proto-2 jobs and acted on only
+-- while it is the current grant of an unfinished job this runner holds:
+-- granted ends the hold (the site lists the job, with a whole sealing
+-- window from now); refused releases it as release does with reason
+-- "refused"; returned releases it with a not-before for this runner.
+-- ARGV: runner, not-before delay ms ('0' for none), the count of granted
+--       pairs, the count of refused pairs, then (job id, lease id) pairs:
+--       the granted, the refused, then the returned.
+-- Reply: {'ok', (job id, lease id) of each granted grant still current, in
+-- request order...}.
+-- Re-run: the answer is remembered (answer_once); unremembered, a re-run
+-- would answer alike for the granted, which stay current.
+local now = clock_now()
+local runner, delay = ARGV[1], tonumber(ARGV[2])
+local granted, refused = tonumber(ARGV[3]), tonumber(ARGV[4])
+
+local out = { 'ok' }
+local n = 0
+each_grant(now, '2', '', runner, 5, function(id, key, rec)
+  n = n + 1
+  if not rec or rec.state == STATE_DONE then
+    return
+  end
+  if n <= granted then
+    if is_held(key, rec) then
+      unhold(key, rec, now)
+    end
+    out[#out + 1] = id
+    out[#out + 1] = ARGV[4 + 2 * n]
+    return
+  end
+  if n <= granted + refused then
+    if not refused_by(rec, runner) then
+      rec.refused[#rec.refused + 1] = runner -- filed in K.refusals by requeue
+    end
+  elseif delay > 0 then
+    set_not_before(rec, runner, now + delay)
+  end
+  requeue(key, rec, now)
+end)
+return out
