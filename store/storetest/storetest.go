@@ -52,6 +52,7 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"admission", []func(suite){admissionContract}},
 		{"heartbeat", []func(suite){heartbeatContract}},
 		{"withdrawn", []func(suite){withdrawnContract2}},
+		{"holder", []func(suite){holderContract2}},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
