@@ -64,8 +64,8 @@ export class Daemon {
    * `byollm connect <url>`: start the device-code flow, hand the printed user
    * code to `approve`, and wait for the poll to pair.
    */
-  async connect(url, { approve, logDir, timeoutMs = 25_000 }) {
-    const proc = this.spawn("byollm-connect", ["connect", url, "--name", "interop-daemon"], logDir);
+  async connect(url, { approve, logDir, timeoutMs = 25_000, logName = "byollm-connect" }) {
+    const proc = this.spawn(logName, ["connect", url, "--name", "interop-daemon"], logDir);
     const userCode = await waitFor(
       "the daemon to print a user code",
       () => {
@@ -108,8 +108,8 @@ export class Daemon {
   }
 
   /** `byollm run`: the foreground loop. Never `start`, which installs a service. */
-  run(logDir) {
-    return this.spawn("byollm-run", ["run"], logDir);
+  run(logDir, logName = "byollm-run") {
+    return this.spawn(logName, ["run"], logDir);
   }
 
   /** The daemon's own public identity key, from its key file (secret halves are not kept). */
