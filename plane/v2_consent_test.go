@@ -99,10 +99,14 @@ func TestD12_WithdrawnConsentStopsHeldWork(t *testing.T) {
 				requireAnswer(t, d.release(t, protocol.ReasonRevoked, proto2.GrantRef{JobID: "job-b", LeaseID: bRead.LeaseID}), http.StatusOK, `{"released":["job-b"]}`)
 				b.requireState(t, "job-b", store.Queued)
 
-				// The unrenewed grant lapses into the queue, where no route
-				// reaches it until consent is back; then the old lease is
-				// stale.
+				// The unrenewed grant lapses; sealed, it waits one lease
+				// length for its holder (D14), which cannot claim it while
+				// consent is withdrawn, and then goes into the queue, where no
+				// route reaches it until consent is back; then the old lease
+				// is stale.
 				b.advance(time.Duration(expires-b.storeNow(t)) * time.Millisecond)
+				require.Empty(t, d.claimed(t, 8))
+				b.advance(store.HolderReturnMs * time.Millisecond)
 				requireAnswer(t, site.get(t, "pending"), http.StatusOK, `{"jobs":[]}`)
 				b.requireState(t, a.ID, store.Queued)
 				require.Empty(t, d.claimed(t, 8))

@@ -55,6 +55,12 @@ const (
 	// SealAttemptsBeforeEviction is the lapse of the sealing window that
 	// deletes a proto-2 job instead of requeueing it.
 	SealAttemptsBeforeEviction = 3
+	// HolderReturnMs is how long a proto-2 job whose lease lapsed with its
+	// payload sealed waits for its holder's next claim, which re-grants it
+	// under the same lease id (README D14): one default lease length, from
+	// the lapse. The published site SDK completes a job only under the
+	// first lease it sealed to, so a new holder could never finish it.
+	HolderReturnMs = protocol.DefaultLeaseMs
 )
 
 // OwnerOnly reports whether a job of this audience may go only to its

@@ -19,6 +19,7 @@ import { join } from "node:path";
 import { relaydBinary, writeFixture, startRelayd, approveWithCommand, isPending } from "../lib/relayd.mjs";
 import { startValkey } from "../lib/valkey.mjs";
 import { startTraceProxy } from "../lib/trace.mjs";
+import { startBalancer } from "../lib/balancer.mjs";
 
 // The URL the clients use for a replica: its public listener, or with
 // INTEROP_TRACE=1 a logging proxy in front of it (<workDir>/<name>-trace.log).
@@ -107,6 +108,61 @@ export function launchValkey3({ fixture, workDir, extraArgs = [] }) {
           if (await isPending(replica.admin, userCode)) shown.push(`relayd-${letter}`);
         }
         return shown;
+      },
+      stop: () => stopAll(stoppers),
+    };
+  });
+}
+
+/**
+ * The faults run's deployment (test/faults.test.mjs): three replicas on one
+ * Valkey that keeps an AOF, behind one round-robin load balancer
+ * (lib/balancer.mjs) that every client uses, the daemons and the site alike.
+ * Returns {url, approve, processes, restartValkey({downMs}), killReplica(letter), stop}.
+ *
+ * `processes` lists every relayd process the run started, the killed ones
+ * too, each {name, admin, logPath, killed}: a killed replica's counters die
+ * with it, so the run counts its answers from the log it wrote.
+ */
+export function launchFaults({ fixture, workDir, extraArgs = [] }) {
+  return startedOrStopped(async (stoppers) => {
+    const binary = await relaydBinary(workDir);
+    const fixturePath = await writeFixture(workDir, fixture);
+    const valkey = await startValkey(workDir, "valkey", { persist: true });
+    stoppers.push(valkey.stop);
+    const prefix = `relayd-interop:{${randomBytes(4).toString("hex")}}:`;
+    const storeArgs = ["--store", "valkey", "--valkey-addr", valkey.addr, "--valkey-prefix", prefix, ...extraArgs];
+    const letters = ["a", "b", "c"];
+    const live = {};
+    const processes = [];
+    const startReplica = async (name) => {
+      const replica = await startRelayd({ name, binary, fixturePath, workDir, extraArgs: storeArgs });
+      stoppers.push(replica.stop);
+      processes.push({ name, admin: replica.admin, logPath: join(workDir, `${name}.log`), killed: false });
+      return replica;
+    };
+    for (const letter of letters) live[letter] = await startReplica(`relayd-${letter}`);
+    const balancer = await startBalancer(letters.map((letter) => live[letter].public));
+    stoppers.push(balancer.close);
+    let generation = 1;
+    return {
+      url: balancer.url,
+      balancer: balancer.stats,
+      processes,
+      logs: [...processes.map((p) => p.name), "relayd-approve", "valkey"],
+      approve: ({ userCode, owner, runnerId }) =>
+        approveWithCommand({ binary, admin: live.c.admin, fixturePath, workDir, userCode, owner, runnerId }),
+      restartValkey: (options) => valkey.restart(options),
+      // kill -9 the replica's process group (no drain, no goodbye), then a
+      // fresh process on new ports takes its place behind the balancer.
+      killReplica: async (letter) => {
+        const victim = live[letter];
+        process.kill(-victim.proc.child.pid, "SIGKILL");
+        await victim.proc.exited;
+        processes.find((p) => p.admin === victim.admin).killed = true;
+        generation += 1;
+        live[letter] = await startReplica(`relayd-${letter}${generation}`);
+        balancer.replace(letters.indexOf(letter), live[letter].public);
       },
       stop: () => stopAll(stoppers),
     };

@@ -69,8 +69,8 @@ export class Daemon {
    * `byollm connect <url>`: start the device-code flow, hand the printed user
    * code to `approve`, and wait for the poll to pair.
    */
-  async connect(url, { approve, logDir, timeoutMs = 25_000, name = "byollm-connect" }) {
-    const proc = this.spawn(name, ["connect", url, "--name", "interop-daemon"], logDir);
+  async connect(url, { approve, logDir, timeoutMs = 25_000, name, logName }) {
+    const proc = this.spawn(logName ?? name ?? "byollm-connect", ["connect", url, "--name", "interop-daemon"], logDir);
     const userCode = await waitFor(
       "the daemon to print a user code",
       () => {

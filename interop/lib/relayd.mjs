@@ -2,7 +2,7 @@
 // INTEROP_RELAYD_BIN names), one process with its listeners on ports the
 // kernel picks, and the operator's `relayd approve` command.
 import { execFile } from "node:child_process";
-import { access, writeFile } from "node:fs/promises";
+import { access, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { keyId } from "@byollm/protocol";
@@ -146,4 +146,50 @@ export async function approveWithCommand({ binary, admin, fixturePath, workDir, 
     }
   }
   return { device };
+}
+
+/**
+ * The answers one relayd process's public listener logged, from its log
+ * file: relayd writes one "request" line per answered request, after it
+ * answered. Only the client planes count (/byollm/ and /relay/): the admin
+ * listener logs its lines the same way, and /metrics does not count them.
+ * Returns {answered, fiveHundreds: [{path, status}]}. It reads a killed
+ * process's log as well as a live one's.
+ */
+export async function loggedAnswers(logPath) {
+  const text = await readFile(logPath, "utf8");
+  let answered = 0;
+  const fiveHundreds = [];
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("{") || !line.includes('"msg":"request"')) continue;
+    const entry = JSON.parse(line);
+    if (entry.msg !== "request" || !/^\/(byollm|relay)\//.test(entry.path)) continue;
+    answered += 1;
+    if (entry.status >= 500) fiveHundreds.push({ path: entry.path, status: entry.status });
+  }
+  return { answered, fiveHundreds };
+}
+
+/**
+ * One scrape of a live process's /metrics on its admin listener, summed:
+ * {answered, fiveHundreds, storeRetries} from relayd_http_requests_total (by
+ * status) and relayd_store_retries_total.
+ */
+export async function scrapedAnswers(admin) {
+  const response = await fetch(`${admin}/metrics`);
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`GET ${admin}/metrics answered ${response.status}`);
+  const sum = { answered: 0, fiveHundreds: 0, storeRetries: 0 };
+  for (const line of text.split("\n")) {
+    const sample = line.match(/^(relayd_http_requests_total|relayd_store_retries_total)\{([^}]*)\} (\S+)$/);
+    if (!sample) continue;
+    const value = Number(sample[3]);
+    if (sample[1] === "relayd_store_retries_total") {
+      sum.storeRetries += value;
+      continue;
+    }
+    sum.answered += value;
+    if (/status="5\d\d"/.test(sample[2])) sum.fiveHundreds += value;
+  }
+  return sum;
 }

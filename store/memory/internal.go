@@ -44,6 +44,9 @@ func (s *Store) apply(r *record, now int64) outcome {
 		s.requeue(r, now)
 		return requeued
 	case (j.State == store.Ready || j.State == store.Running) && j.ClaimedBy != nil && j.ClaimedBy.LeaseExpiresAt <= now:
+		if s.holdForHolder(r, now) {
+			return untouched
+		}
 		s.requeue(r, now)
 		return requeued
 	case r.queued != nil && r.queued.reofferTo != "" && !reofferOpen(j, now):
@@ -117,7 +120,7 @@ func (s *Store) resolve(in store.LeaseInput, now int64) *record {
 func (s *Store) held(in store.LeaseInput, now int64) (*record, error) {
 	r := s.resolve(in, now)
 	switch {
-	case r == nil:
+	case r == nil || r.returningTo != "": // a lapsed lease kept for a re-grant acts on nothing (D14)
 		return nil, store.Refuse(store.RefusedNotFound)
 	case r.job.ClaimedBy == nil || r.job.ClaimedBy.RunnerID != in.RunnerID:
 		return nil, store.Refuse(store.RefusedNotHolder)
@@ -219,6 +222,7 @@ func (s *Store) remove(r *record) {
 // every change of state.
 func (s *Store) relist(r *record) {
 	j := &r.job
+	s.leaveReturning(r)
 	if unsealed := j.Proto == store.Proto2 && j.State == store.AwaitingPayload; unsealed != r.unsealed {
 		r.unsealed = unsealed
 		rt := r.route()

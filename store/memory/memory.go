@@ -44,6 +44,7 @@ type Store struct {
 	unsealed  map[store.Route]int             // proto-2 jobs awaiting a payload, per (site, job owner)
 	listed    map[string]map[*record]struct{} // by site: jobs the site's listings show (awaiting a payload, or done with a result)
 	cancelled map[string]map[*record]struct{} // by holder: cancelled jobs held
+	returning map[string]map[*record]struct{} // by holder: sealed jobs whose lease lapsed, kept for it (D14)
 	presence  map[string]*store.Presence
 	pairings  *Pairings // pending device codes, on the same clock
 	paired    []string  // runner ids in first-pair order
@@ -63,6 +64,7 @@ func New(c clock.Clock) *Store {
 		unsealed:  map[store.Route]int{},
 		listed:    map[string]map[*record]struct{}{},
 		cancelled: map[string]map[*record]struct{}{},
+		returning: map[string]map[*record]struct{}{},
 		presence:  map[string]*store.Presence{},
 		pairings:  NewPairings(c),
 	}
@@ -82,6 +84,8 @@ type record struct {
 	// held says a Hold claim granted the job and SettleGrants has not yet
 	// decided it: it awaits its payload unlisted.
 	held bool
+	// returningTo is the runner whose returning list holds the job (D14).
+	returningTo string
 }
 
 func (r *record) key() jobKey { return jobKey{site: r.job.SiteID, id: r.job.ID} }
@@ -249,6 +253,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	if in.Max <= 0 {
 		return granted, nil
 	}
+	granted = append(granted, s.regrantToHolder(in, now, in.Max)...)
 	cursors := s.candidateQueues(in)
 	for len(granted) < in.Max {
 		r := s.nextCandidate(cursors, in.RunnerID, now)

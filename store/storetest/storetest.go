@@ -53,6 +53,7 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"heartbeat", []func(suite){heartbeatContract}},
 		{"withdrawn", []func(suite){withdrawnContract2}},
 		{"settleGrants", []func(suite){settleContract2}},
+		{"holder", []func(suite){holderContract2}},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ func sweepContract2(s suite) {
 	s.run("v2: evicts a job on the third consecutive lapse of its sealing window", sweep2EvictsOnThirdLapse)           // §4.5, S18
 	s.run("v2: evicts on the third lapse even when no sweep ran", sweep2EvictsLazily)                                  // S17
 	s.run("v0: keeps the plain requeue of a lapsed sealing window, with no count and no re-offer", sweep0PlainRequeue) // A5
-	s.run("v2: a lapsed lease requeues and keeps the sealing bookkeeping", sweep2LeaseLapseKeepsBookkeeping)           // ST20
+	s.run("v2: a lapsed lease requeues and keeps the sealing bookkeeping", sweep2LeaseLapseKeepsBookkeeping)           // ST20, after D14's holder window
 }
 
 // presenceContract2 lists the protocol "2" presence cases.
@@ -103,6 +103,8 @@ func sweep2LeaseLapseKeepsBookkeeping(t *testing.T, b *bundle) {
 	c := b.claim2One(t, alice)
 	b.sealOn(t, Site, c)
 	b.advance(t, leaseMs*time.Millisecond)
+	b.sweep(t) // sealed: kept for its holder for one lease length (D14)
+	b.advance(t, store.HolderReturnMs*time.Millisecond)
 	res := b.sweep(t)
 	require.Equal(t, store.SweepResult{Requeued: []string{"a"}}, normalised(res), "a lease lapse is no sealing lapse")
 	j := b.requireState(t, "a", store.Queued)

@@ -89,6 +89,11 @@ func withdrawn2HeartbeatRenewsOnlyItsSites(t *testing.T, b *bundle) {
 	// one is still held.
 	b.advance(t, time.Duration(here.Lease.ExpiresAt-now)*time.Millisecond)
 	b.sweep(t)
+	// Sealed, it waits one lease length for its holder (D14), which cannot
+	// claim it again while the site is withdrawn.
+	require.Empty(t, b.claim2(t, alice, 10, on(OtherSite, alice.owner)))
+	b.advance(t, store.HolderReturnMs*time.Millisecond)
+	b.sweep(t)
 	require.Equal(t, store.Queued, b.jobOn(t, Site, "here").State)
 	require.Equal(t, store.Ready, b.jobOn(t, OtherSite, "there").State)
 	require.Equal(t, alice.runner, b.jobOn(t, OtherSite, "there").ClaimedBy.RunnerID)

@@ -45,10 +45,12 @@ import (
 //     a pooled connection that sat idle through it learns of it only from
 //     the EOF its next call meets, though that call never reached the
 //     server. A limiter's charge is not sent again (a second could spend
-//     twice): the plane admits a request whose limiter cannot answer. Nor
-//     is a listing (isListing: its reply may be large, and a server that
-//     ran it spent the time); its caller polls again, and the published
-//     site SDK defers a poll answered 503 to its next cycle.
+//     twice): the plane admits a request whose limiter cannot answer. A
+//     listing (isListing: its reply may be large, and a server that ran
+//     it spent the time) is sent again once, not more: the stale pooled
+//     connection of a restart meets every kind of call, and a site's
+//     pending or results poll answered 503 for it is the 5xx a short
+//     outage must not give (issue 23, seen in interop/test/faults).
 //
 // valkey-go re-sends a retryable command itself first (Options.MaxRetries,
 // about 120 ms in all), which covers a dropped connection to a live server;
@@ -123,11 +125,14 @@ func outageOf(err error) (cause string, mayHaveRun, ok bool) {
 }
 
 // resent is the call to send again after the connection dropped with c
-// in flight (see above), and false when c is not to be sent again.
-func (s *Store) resent(c call) (call, bool) {
+// in flight (see above), and false when c is not to be sent again; drops
+// counts the earlier drops this call met.
+func (s *Store) resent(c call, drops int) (call, bool) {
 	switch {
-	case c.op == opBucket, isListing(c.op):
+	case c.op == opBucket:
 		return c, false
+	case isListing(c.op):
+		return c, drops == 0
 	case c.charged && s.scripts[c.op].once != nil:
 		return uncharged(c), true
 	}
@@ -149,6 +154,7 @@ func retryWait(n int) time.Duration {
 func (s *Store) execRetrying(ctx context.Context, c call) (valkey.ValkeyMessage, error) {
 	_, bounded := ctx.Deadline()
 	var waited time.Duration
+	drops := 0
 	for n := 1; ; n++ {
 		msg, err := s.run(ctx, c)
 		if err == nil {
@@ -160,9 +166,10 @@ func (s *Store) execRetrying(ctx context.Context, c call) (valkey.ValkeyMessage,
 		}
 		if mayHaveRun {
 			var again bool
-			if c, again = s.resent(c); !again {
+			if c, again = s.resent(c, drops); !again {
 				return msg, err
 			}
+			drops++
 		}
 		wait := retryWait(n)
 		if !bounded && waited+wait > outageWait {

@@ -390,3 +390,22 @@ func TestALimitersChargeIsNotReSentAfterALostReply(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
 }
+
+// A listing whose reply is lost is sent again once: after a restart, the
+// first call on each pooled connection meets its EOF, and a site's
+// pending or results poll must not answer 503 for it (issue 23, found by
+// interop/test/faults.test.mjs). A second loss is the caller's error.
+func TestAListingIsReSentOnceAfterALostReply(t *testing.T) {
+	h := newLossyStoresOn(t, valkeytest.Start(t), &Options{})
+	mustEnqueue(t, h.direct, "listed")
+	tr := h.proxy.arm(testSite)
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.lossy.Results(t.Context(), testSite)
+		done <- err
+	}()
+	<-tr.held
+	close(tr.drop)
+	require.NoError(t, <-done, "the listing answers after one lost reply")
+	require.Equal(t, 2, h.proxy.sent(), "sent twice: the first run and one more")
+}

@@ -126,6 +126,7 @@ func schemaLua() (string, error) {
 	b.WriteString("local WINDOW_MS = " + strconv.Itoa(protocol.AwaitingPayloadMs) + "\n")
 	b.WriteString("local UNSEALED_PER_ROUTE = " + strconv.Itoa(store.UnsealedPerRoute) + "\n")
 	b.WriteString("local SEAL_ATTEMPTS = " + strconv.Itoa(store.SealAttemptsBeforeEviction) + "\n")
+	b.WriteString("local HOLDER_RETURN_MS = " + strconv.Itoa(store.HolderReturnMs) + "\n")
 	b.WriteString("local REQ_TTL_MS = " + strconv.FormatInt(rememberFor.Milliseconds(), 10) + "\n")
 	b.WriteString("local ROUTES_TTL_MS = " + strconv.FormatInt(routesTTL.Milliseconds(), 10) + "\n")
 	for _, s := range store.States() {

@@ -135,7 +135,7 @@ var jobKeys = []string{"job", "payload", "result", "order", "queue", "deadline",
 	"awaiting", "finished", "cancels", "refusals"}
 
 // jobIndexes are the job indexes format "2" added.
-var jobIndexes = []string{"leases", "byid", "unsealed", "sticky", "reoffer", "qcount", "listing", "busy", "changes"}
+var jobIndexes = []string{"leases", "byid", "unsealed", "sticky", "reoffer", "qcount", "listing", "busy", "changes", "returning"}
 
 const legacyKey = "old_"
 

@@ -246,6 +246,9 @@ local function refused_here(c, seq)
 end
 
 local granted = {}
+if proto == '2' and has_routes and max > 0 then
+  granted = regrant_returning(runner, device, lease_ms, max, now) -- D14: the holder's own first
+end
 local inspected = 0
 local runner_tag_len = #lenc(runner)
 

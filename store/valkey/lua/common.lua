@@ -1,7 +1,7 @@
 -- Shared helpers for every relayd script. The Go loader (scripts.go) puts
 -- a generated header binding KEYS to the table K first, then the schema
 -- definitions generated from schema.go (FORMAT, LEGACY_FORMAT,
--- PRESENCE_FORMAT, WINDOW_MS, UNSEALED_PER_ROUTE, SEAL_ATTEMPTS,
+-- PRESENCE_FORMAT, WINDOW_MS, UNSEALED_PER_ROUTE, SEAL_ATTEMPTS, HOLDER_RETURN_MS,
 -- REQ_TTL_MS, ROUTES_TTL_MS, STATE_*, REFUSED_*, FIELDS, LEGACY_FIELDS, PRESENCE_FIELDS,
 -- DEVICE_KEY_ID, STUB_*) and the top-level definitions below that the
 -- operation uses (directly or through each other, in this order), then the
@@ -26,6 +26,8 @@
 --   K.sticky    zset  lex, score 0: lenc(runner) .. queue member, for a queued
 --                     proto-2 job re-offered only to that runner (D8)
 --   K.reoffer   zset  job key, score = reofferUntil (jobs in K.sticky)
+--   K.returning zset  lex, score 0: lenc(proto .. holder) .. seq16 .. key, for a
+--                     sealed proto-2 job whose lease lapsed, kept for its holder (D14)
 --   K.awaiting  zset  lex, score 0: site prefix .. seq16 .. key (awaiting-payload jobs,
 --                     less those a claim holds until it settles them, G-R16: an
 --                     awaiting job missing here is held, see is_held)
@@ -578,6 +580,45 @@ local function unhold(key, rec, now)
   save(key, rec)
 end
 
+-- A sealed job goes back to its holder (README D14): when a proto-2 job's
+-- lease lapses with its payload sealed, the grant and the payload are
+-- kept, the job waits in state ready on its holder's list in K.returning
+-- until HOLDER_RETURN_MS after the lapse (its K.lease score), and the
+-- holder's next claim re-grants it under the same lease id
+-- (regrant_returning). Until then the lapsed lease acts on nothing
+-- (resolve); past the window the job is requeued as before.
+local function returning_member(rec, key)
+  return list_prefix(rec.proto .. rec.runner) .. seq16(rec.seq) .. key
+end
+
+local function is_returning(key, rec)
+  return rec.runner ~= '' and redis.call('ZSCORE', K.returning, returning_member(rec, key)) ~= false
+end
+
+local function returning_out(key, rec)
+  if rec.runner ~= '' then
+    redis.call('ZREM', K.returning, returning_member(rec, key))
+  end
+end
+
+-- hold_for_holder starts the holder's window of a ready or running job
+-- whose lease lapsed, when it may have one: proto 2, payload sealed, not
+-- cancelled, not already in a window (whose end this lapse is), and not
+-- lapsed so long ago that the window is over. It says whether it did.
+local function hold_for_holder(key, rec, now)
+  local lexp = tonumber(rec.lexp) or 0
+  if rec.proto ~= '2' or rec.cancelled == '1' or lexp + HOLDER_RETURN_MS <= now
+      or is_returning(key, rec) or redis.call('HEXISTS', K.payload, key) == 0 then
+    return false
+  end
+  rec.state = STATE_READY
+  rec.lexp = ms(lexp + HOLDER_RETURN_MS)
+  save(key, rec)
+  redis.call('ZADD', K.lease, rec.lexp, key)
+  redis.call('ZADD', K.returning, 0, returning_member(rec, key))
+  return true
+end
+
 -- drop deletes a job with everything it holds, payload and result included.
 -- rec may be nil for a record this code cannot read: the key-named
 -- entries go, and a stale lex entry left behind is cleaned up by whoever
@@ -602,6 +643,7 @@ local function drop(key, rec)
     redis.call('ZREM', K.finished, site_member(rec, key))
     redis.call('ZREM', K.byid, id_member(rec, key))
     if rec.runner ~= '' then
+      returning_out(key, rec)
       redis.call('ZREM', K.cancels, runner_member(rec, key))
       redis.call('HDEL', K.leases, rec.lease)
     end
@@ -614,6 +656,7 @@ end
 -- never offered again.
 local function requeue(key, rec, now)
   await_out(key, rec)
+  returning_out(key, rec)
   redis.call('ZREM', K.lease, key)
   if rec.runner ~= '' then
     redis.call('ZREM', K.cancels, runner_member(rec, key))
@@ -670,6 +713,9 @@ local function settle(key, rec, now)
     end
   elseif (rec.state == STATE_READY or rec.state == STATE_RUNNING) and rec.runner ~= '' then
     if (tonumber(rec.lexp) or 0) <= now then
+      if hold_for_holder(key, rec, now) then
+        return 'live'
+      end
       requeue(key, rec, now)
       return 'requeued'
     end
@@ -725,7 +771,7 @@ local function resolve(proto, site, id, runner, lease, now)
   if site ~= '' then
     local key = job_key(site, id)
     local rec, how = live(key, now)
-    if rec and rec.proto ~= proto then
+    if rec and (rec.proto ~= proto or is_returning(key, rec)) then
       return key, nil, 'missing'
     end
     return key, rec, how
@@ -736,7 +782,8 @@ local function resolve(proto, site, id, runner, lease, now)
     if how == 'unreadable' then
       return key, nil, how
     end
-    if rec and rec.proto == proto and settled(key, rec, now) and redis.call('HGET', K.leases, lease) == key then
+    if rec and rec.proto == proto and settled(key, rec, now) and redis.call('HGET', K.leases, lease) == key
+        and not is_returning(key, rec) then
       return key, rec, 'ok'
     end
   end
@@ -745,11 +792,40 @@ local function resolve(proto, site, id, runner, lease, now)
   for _, member in ipairs(redis.call('ZRANGEBYLEX', K.byid, lo, hi)) do
     local k = string.sub(member, #prefix + 17)
     local rec = load(k)
-    if rec and rec.proto == proto and settled(k, rec, now) and rec.runner == runner then
+    if rec and rec.proto == proto and settled(k, rec, now) and rec.runner == runner and not is_returning(k, rec) then
       return k, rec, 'ok'
     end
   end
   return job_key(site, id), nil, 'missing'
+end
+
+-- regrant_returning re-grants to runner, on the very device the payload
+-- was sealed to, up to max of the jobs on its returning list (D14) that
+-- are still live and on a route the claim names (K.routes): the same lease
+-- id, expiring lease_ms from now, still ready. It returns the flat
+-- {stub, lease id, expiresAt...} of the grants.
+local function regrant_returning(runner, device, lease_ms, max, now)
+  local out = {}
+  local prefix = list_prefix('2' .. runner)
+  local lo, hi = lex_range(prefix)
+  for _, member in ipairs(redis.call('ZRANGEBYLEX', K.returning, lo, hi)) do
+    if #out / 3 >= max then
+      break
+    end
+    local key = string.sub(member, #prefix + 17)
+    local rec = live(key, now)
+    if rec and is_returning(key, rec) and rec.state == STATE_READY and rec.device == device and rec.cancelled ~= '1'
+        and redis.call('SISMEMBER', K.routes, route_field(rec.proto, rec.site, rec.jowner)) == 1 then
+      returning_out(key, rec)
+      rec.lexp = ms(now + lease_ms)
+      save(key, rec)
+      redis.call('ZADD', K.lease, rec.lexp, key)
+      out[#out + 1] = rec.stub
+      out[#out + 1] = rec.lease
+      out[#out + 1] = rec.lexp
+    end
+  end
+  return out
 end
 
 -- holder_refusal checks a grant in the reference's order: not-holder covers
