@@ -162,7 +162,14 @@ func TestCallsRideOutAShortRestart(t *testing.T) {
 		err := duringOutage(t, log, func() error { return c.call(callCtx) }, func() { srv.Restart(t) })
 		cancel()
 		require.NoError(t, err, "%s: a restart within the deadline is not an error", c.name)
-		require.Equal(t, []string{causeConnect}, slices.Compact(log.take()), c.name)
+		// The stopped server refuses new connections, and a pooled one that
+		// sat through the stop fails when next used; once back from its AOF
+		// the server may answer LOADING for a moment. Nothing else is retried.
+		causes := slices.Compact(log.take())
+		require.Contains(t, causes, causeConnect, "%s: the stopped server was met", c.name)
+		for _, cause := range causes {
+			require.Contains(t, []string{causeConnect, causeLoading, causeDropped}, cause, "%s: retried for a restart's causes only", c.name)
+		}
 	}
 	require.Equal(t, store.EnqueueResult{State: store.Queued, Created: true}, enqueued)
 	require.NotEmpty(t, held.ID, "the claim granted a job")
