@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,6 +104,8 @@ func startReference(ctx context.Context, ref Reference, fixturePath string) (*re
 	// Not CommandContext: the relay outlives the start-up context.
 	cmd := exec.Command(node, host, fixturePath)
 	cmd.Dir = filepath.Dir(host)
+	// The interop suite's trace would log every exchange: not what is measured.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "INTEROP_TRACE=") })
 	r := &referenceRelay{stderr: &tailBuffer{limit: 64 << 10},
 		label: fmt.Sprintf("@byollm/relay %s under node %s", version, strings.TrimSpace(string(nodeVersion)))}
 	cmd.Stderr = r.stderr
