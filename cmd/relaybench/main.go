@@ -1,13 +1,15 @@
 // Command relaybench measures relayd end to end through real replicas with
 // signed, sealed Go peers: full-lifecycle throughput per store and replica
-// count, claim latency against store depth for both stores (with a PNG
-// plot), and the EVALSHA limit of the same Valkey. Each result is printed
-// as one JSON line. See docs/performance.md.
+// count (and, as the reference, the published @byollm/relay 0.1.1 under
+// Node on the same "2" work), claim latency against store depth for both
+// stores (with a PNG plot), and the EVALSHA limit of the same Valkey. Each
+// result is printed as one JSON line. See docs/performance.md.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -28,6 +30,10 @@ func main() {
 		relayd     = flag.String("relayd", "", "relayd binary (default: build this checkout)")
 		valkeyAddr = flag.String("valkey-addr", "", "Valkey host:port for the valkey scenarios (they are skipped without it)")
 		scenarios  = flag.String("scenarios", "lifecycle,limit,depth", "comma-separated: lifecycle, limit, depth")
+		storesFlag = flag.String("stores", "", `comma-separated lifecycle targets, run in this order: reference (the published @byollm/relay 0.1.1 under Node, --protocol 2 only), memory, valkey (default: memory, and valkey when --valkey-addr is set)`)
+		rounds     = flag.Int("rounds", 1, "run every lifecycle target this many times, alternating, so a noisy machine weighs on all of them alike")
+		node       = flag.String("node", "", "node executable for the reference target (default: node on PATH)")
+		interopDir = flag.String("interop-dir", "", "the checkout's interop directory, with node_modules installed, for the reference target (default: <module root>/interop)")
 		jobs       = flag.Int("jobs", 3000, "jobs per lifecycle run")
 		proto      = flag.String("protocol", "0", `the peers' wire protocol: 0, 2 (the published clients'), or mixed ("0" and "2" peers at once)`)
 		daemons    = flag.Int("daemons", 16, "daemons")
@@ -47,12 +53,18 @@ func main() {
 		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the first replica of each lifecycle run to this path, suffixed .<store>-<replicas>")
 	)
 	flag.Parse()
+	stores, err := parseStores(*storesFlag, *valkeyAddr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relaybench: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	err := profiled(*loadProf, func() error {
+	err = profiled(*loadProf, func() error {
 		return run(ctx, options{
-			relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), jobs: *jobs, daemons: *daemons, protocol: *proto,
-			siteConc: *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
+			relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), stores: stores, rounds: *rounds, jobs: *jobs, daemons: *daemons, protocol: *proto,
+			reference: bench.Reference{Node: *node, InteropDir: *interopDir},
+			siteConc:  *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
 			plotPath: *plotPath, clients: *clients, requests: *requests, cpuProfile: *cpuProfile,
 			satWorkers: *satWorkers, satSeconds: *satSeconds, maxProcs: *maxProcs, loadedReplicas: *loadedReps,
 		})
@@ -84,7 +96,9 @@ func profiled(path string, f func() error) error {
 type options struct {
 	relayd, valkeyAddr, plotPath, cpuProfile string
 	protocol                                 string
-	scenarios                                []string
+	scenarios, stores                        []string
+	rounds                                   int
+	reference                                bench.Reference
 	jobs, daemons, siteConc, prefill         int
 	replicas, depths                         []int
 	depthJobs, clients, requests             int
@@ -110,12 +124,13 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("--protocol %q: want 0, 2 or mixed", o.protocol)
 	}
 	base := bench.Lifecycle{Binary: o.relayd, ValkeyAddr: o.valkeyAddr, Jobs: o.jobs, Daemons: o.daemons, Protocol: o.protocol,
-		SiteConcurrency: o.siteConc, Prefill: o.prefill, GOMAXPROCS: o.maxProcs, LoadedReplicas: o.loadedReplicas, Logf: logf}
-	stores := []string{"memory"}
-	if o.valkeyAddr != "" {
-		stores = append(stores, "valkey")
-	} else {
+		SiteConcurrency: o.siteConc, Prefill: o.prefill, GOMAXPROCS: o.maxProcs, LoadedReplicas: o.loadedReplicas, Reference: o.reference, Logf: logf}
+	stores := o.stores
+	if o.valkeyAddr == "" {
 		logf("no --valkey-addr: valkey scenarios skipped")
+	}
+	if has(stores, bench.StoreReference) && has(o.scenarios, "depth") {
+		return errors.New("the reference target runs the lifecycle scenario only (it has no store to prefill): pass --scenarios lifecycle")
 	}
 
 	var best float64
@@ -136,35 +151,71 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// runLifecycles runs the lifecycle scenario on each store and replica count
-// and returns the best store ops/s seen on Valkey.
+// runLifecycles runs the lifecycle scenario on each store and replica
+// count, every round in turn, and returns the best store ops/s seen on
+// Valkey.
 func runLifecycles(ctx context.Context, o options, base bench.Lifecycle, stores []string) (float64, error) {
 	var best float64
-	for _, st := range stores {
-		counts := []int{1}
-		if st == "valkey" {
-			counts = o.replicas
-		}
-		for _, n := range counts {
-			l := base
-			l.Store, l.Replicas = st, n
-			if o.cpuProfile != "" {
-				// Each run's first replica, so that the memory relay's profile
-				// can be set beside a Valkey replica's from the same session.
-				l.CPUProfile, l.ProfileSeconds = fmt.Sprintf("%s.%s-%d", o.cpuProfile, st, n), 5
+	for round := 1; round <= max(o.rounds, 1); round++ {
+		for _, st := range stores {
+			counts := []int{1}
+			if st == "valkey" {
+				counts = o.replicas
 			}
-			l.Logf("lifecycle: %s store, %d replica(s), %d jobs", st, n, l.Jobs)
-			res, err := bench.RunLifecycle(ctx, l)
-			if err != nil {
-				return 0, err
-			}
-			emit(res)
-			if st == "valkey" && res.StoreOpsPerSecond > best {
-				best = res.StoreOpsPerSecond
+			for _, n := range counts {
+				res, err := runLifecycle(ctx, o, base, st, n)
+				if err != nil {
+					return 0, err
+				}
+				if o.rounds > 1 {
+					res.Round = round
+				}
+				emit(res)
+				if st == "valkey" && res.StoreOpsPerSecond > best {
+					best = res.StoreOpsPerSecond
+				}
 			}
 		}
 	}
 	return best, nil
+}
+
+// runLifecycle runs one target once.
+func runLifecycle(ctx context.Context, o options, base bench.Lifecycle, st string, replicas int) (bench.Result, error) {
+	l := base
+	l.Store, l.Replicas = st, replicas
+	if o.cpuProfile != "" && st != bench.StoreReference {
+		// Each run's first replica, so that the memory relay's profile
+		// can be set beside a Valkey replica's from the same session.
+		l.CPUProfile, l.ProfileSeconds = fmt.Sprintf("%s.%s-%d", o.cpuProfile, st, replicas), 5
+	}
+	l.Logf("lifecycle: %s, %d replica(s), %d jobs", st, replicas, l.Jobs)
+	return bench.RunLifecycle(ctx, l)
+}
+
+// parseStores reads --stores: known targets, each once, in the order
+// given. Empty means memory, and valkey when there is a server; a valkey
+// target named without one is refused rather than skipped.
+func parseStores(list, valkeyAddr string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		if valkeyAddr == "" {
+			return []string{"memory"}, nil
+		}
+		return []string{"memory", "valkey"}, nil
+	}
+	var out []string
+	for _, st := range split(list) {
+		switch {
+		case st != "memory" && st != "valkey" && st != bench.StoreReference:
+			return nil, fmt.Errorf("--stores: unknown target %q: want reference, memory or valkey", st)
+		case has(out, st):
+			return nil, fmt.Errorf("--stores: %q named twice", st)
+		case st == "valkey" && valkeyAddr == "":
+			return nil, errors.New("--stores names valkey but no --valkey-addr is set")
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
 // runLimit measures the Valkey store driven directly and the EVALSHA limit

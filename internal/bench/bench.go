@@ -26,7 +26,8 @@ import (
 type Lifecycle struct {
 	// Binary is the relayd executable.
 	Binary string
-	// Store is "memory" or "valkey"; Replicas how many relayd processes.
+	// Store is "memory", "valkey", or StoreReference (the published relay
+	// under Node, one process); Replicas how many relayd processes.
 	Store    string
 	Replicas int
 	// ValkeyAddr is the Valkey server for the valkey store.
@@ -52,6 +53,8 @@ type Lifecycle struct {
 	// taken during the run (ProfileSeconds long).
 	CPUProfile     string
 	ProfileSeconds int
+	// Reference locates the published relay for Store "reference".
+	Reference Reference
 	// Logf receives progress.
 	Logf func(format string, args ...any)
 }
@@ -60,9 +63,11 @@ type Lifecycle struct {
 // run only; compare them as ratios within one run.
 type Result struct {
 	Scenario      string                      `json:"scenario"`
+	Round         int                         `json:"round,omitempty"`
 	Protocol      string                      `json:"protocol"`
 	Store         string                      `json:"store"`
 	Replicas      int                         `json:"replicas"`
+	Reference     string                      `json:"reference,omitempty"`
 	Loaded        int                         `json:"loadedReplicas,omitempty"`
 	GOMAXPROCS    int                         `json:"gomaxprocs,omitempty"`
 	Daemons       int                         `json:"daemons"`
@@ -100,8 +105,8 @@ type CPUPerJob struct {
 	Capacity      float64 `json:"capacityJobsPerSecond"`
 }
 
-// RunLifecycle starts the replicas, fills the store, drives the workload
-// and reports.
+// RunLifecycle starts the replicas (or the reference relay), fills the
+// store, drives the workload and reports.
 func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 	logf := l.Logf
 	if logf == nil {
@@ -121,30 +126,30 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 		return Result{}, err
 	}
 	prefix := fmt.Sprintf("bench:{%d}:", time.Now().UnixNano())
-	fl, err := fleet.Start(ctx, replicaOptions(l, fx, prefix))
+	tg, err := startTarget(ctx, l, fx, prefix)
 	if err != nil {
-		return Result{}, fmt.Errorf("start replicas: %w", err)
+		return Result{}, err
 	}
-	defer fl.Close()
+	defer tg.close()
 
 	if l.Prefill > 0 {
 		start := time.Now()
-		if err := prefill(ctx, l, fx, fl.PublicURLs(), prefix); err != nil {
+		if err := prefill(ctx, l, fx, tg.publicURLs(), prefix); err != nil {
 			return Result{}, fmt.Errorf("prefill: %w", err)
 		}
 		logf("prefilled %d jobs in %s", l.Prefill, time.Since(start).Round(time.Millisecond))
 	}
-	before, err := takeSample(ctx, l, fl.AdminURLs())
+	before, err := takeSample(ctx, l, tg)
 	if err != nil {
 		return Result{}, err
 	}
 	profiled := make(chan error, 1)
 	if l.CPUProfile != "" {
-		go func() { profiled <- cpuProfile(ctx, fl.AdminURLs()[0], l.ProfileSeconds, l.CPUProfile) }()
+		go func() { profiled <- cpuProfile(ctx, tg.adminURLs()[0], l.ProfileSeconds, l.CPUProfile) }()
 	} else {
 		profiled <- nil
 	}
-	urls := fl.PublicURLs()
+	urls := tg.publicURLs()
 	if n := loaded(l); n > 0 {
 		urls = urls[:n]
 	}
@@ -161,11 +166,13 @@ func RunLifecycle(ctx context.Context, l Lifecycle) (Result, error) {
 	if err := <-profiled; err != nil {
 		return Result{}, err
 	}
-	after, err := takeSample(ctx, l, fl.AdminURLs())
+	after, err := takeSample(ctx, l, tg)
 	if err != nil {
 		return Result{}, err
 	}
-	return lifecycleResult(l, run, before, after, loadCPU), nil
+	res := lifecycleResult(l, run, before, after, loadCPU)
+	res.Reference = tg.label()
+	return res, nil
 }
 
 // loaded is how many replicas a run sends its load to when that is not
@@ -201,7 +208,7 @@ type sample struct {
 	load   time.Duration // this process's CPU time
 }
 
-func takeSample(ctx context.Context, l Lifecycle, adminURLs []string) (sample, error) {
+func takeSample(ctx context.Context, l Lifecycle, tg target) (sample, error) {
 	var s sample
 	var err error
 	if l.Store == "valkey" {
@@ -209,7 +216,7 @@ func takeSample(ctx context.Context, l Lifecycle, adminURLs []string) (sample, e
 			return sample{}, err
 		}
 	}
-	if s.relays, err = scrapeRelays(ctx, adminURLs); err != nil {
+	if s.relays, err = tg.counters(ctx); err != nil {
 		return sample{}, err
 	}
 	s.load = selfCPU()
