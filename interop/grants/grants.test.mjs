@@ -82,7 +82,9 @@ async function withLogs(step, names) {
   }
 }
 
-test(`${RELAY}: relayd approve enrols both daemons, which pin relayd's grant key`, { timeout: 90_000 }, () =>
+test(CONTROL
+  ? "control: the operator approves both daemons, which pin the control plane's one key (DG2)"
+  : `${RELAY}: relayd approve enrols both daemons, which pin relayd's grant key`, { timeout: 90_000 }, () =>
   withLogs(async () => {
     for (const [owner, runnerId] of Object.entries(OWNERS)) {
       await state.daemons[owner].connect(state.relay.daemonUrl, {
@@ -248,7 +250,9 @@ test(`${RELAY}: T2, a job without a mapping is declined transiently, and runs on
   }, ["bob-run", ...(state.relay?.logs ?? [])]),
 );
 
-test(`${RELAY}: T4, a device approved without a grant key is unchanged: no key, its owner's work only, no grant`, { timeout: 120_000 }, () =>
+test(CONTROL
+  ? "control: T4's device pins the one key (DG2); its owner's job runs, a roster member's is declined resolved-elsewhere on it (D4)"
+  : `${RELAY}: T4, a device approved without a grant key is unchanged: no key, its owner's work only, no grant`, { timeout: 120_000 }, () =>
   withLogs(async () => {
     assert.ok(state.paired, "the pairing step must pass first");
     const runnerId = `runner_dave_${tag}`;
