@@ -83,10 +83,11 @@ interop: interop-deps
 	done; exit $$status
 
 ## interop-grants: relayd as its own grant author (docs/grants.md), driven by
-## two published byollm daemons of two owners and the site SDK
+## two published byollm daemons of two owners and the site SDK, with the
+## published relay wired to the published control plane as the control
 ## (interop/grants/), on relayd's memory store and on three replicas on one
 ## Valkey. Its waits span the 30 s not-before of a transient decline.
-INTEROP_GRANTS_RELAYS := relayd relayd-valkey-3
+INTEROP_GRANTS_RELAYS := control relayd relayd-valkey-3
 .PHONY: interop-grants
 interop-grants: interop-deps
 	@command -v valkey-server >/dev/null || command -v redis-server >/dev/null || \

@@ -5,25 +5,40 @@
 // only way to learn which device a user code stands for is the library call
 // `PairingCodes.byUserCode`, and approval is a projection write.
 //
-// Usage: node control-host.mjs <fixture.json>
+// With a grant key (the grants suite), the relay is wired to the published
+// control plane as its README shows: `controlPlanePublic` and `authorGrant`
+// from a ControlPlane over a MemoryPolicyStore (control-grants.mjs). The
+// fixture given here is then relayd's, policy included; the relay projects
+// it stripped, the store gets the policy, and the operator's side can
+// replace both during a run.
+//
+// Usage: node control-host.mjs <fixture.json> [<grant-key.pem>]
 // Prints one JSON line {"relay": port, "admin": port} once both listen.
 import { createServer } from "node:http";
 import { readFileSync } from "node:fs";
 import { Relay, MemoryPairingCodes } from "@byollm/relay";
+import { GrantAuthor, referenceFixture, signerFromPem } from "./control-grants.mjs";
 
-const fixturePath = process.argv[2];
+const [fixturePath, grantKeyPath] = process.argv.slice(2);
 if (!fixturePath) {
-  console.error("usage: control-host.mjs <fixture.json>");
+  console.error("usage: control-host.mjs <fixture.json> [<grant-key.pem>]");
   process.exit(2);
 }
 let fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
+const author = grantKeyPath ? new GrantAuthor(signerFromPem(grantKeyPath), fixture) : null;
+// What the reference relay may be given: relayd's policy fields refused (G-R25).
+const projected = (f) => (author ? referenceFixture(f) : f);
+// Claims the relay answered 200, the control's counterpart of relayd's
+// relayd_http_requests_total{route="claim",status="200"}.
+let claimsServed = 0;
 
 // Our own code store, so the admin side can resolve user codes. Same class
 // and defaults the relay would create for itself.
 const codes = new MemoryPairingCodes();
 const relay = new Relay({
-  fixture,
+  fixture: projected(fixture),
   pairingCodes: codes,
+  ...(author ? { controlPlanePublic: author.publicKey, authorGrant: (input) => author.author(input) } : {}),
   // Without it `start` answers 501. The daemon requires a parseable URL; it
   // only prints it.
   verificationUrl: "http://127.0.0.1/approve",
@@ -71,6 +86,7 @@ const relayServer = createServer(async (req, res) => {
     const request = await toRequest(req, origin);
     const sent = TRACE ? await request.clone().text() : "";
     const response = await relay.handle(request);
+    if (response.status === 200 && request.method === "POST" && new URL(request.url).pathname.endsWith("/claim")) claimsServed += 1;
     if (TRACE) {
       const answer = await response.clone().text();
       console.error(`[trace] ${req.method} ${req.url} ${clip(sent)} -> ${response.status} ${clip(answer)}`);
@@ -112,8 +128,12 @@ const adminServer = createServer(async (req, res) => {
           { owner, runnerId, device: pending.device },
         ],
       };
-      relay.project(fixture);
+      relay.project(projected(fixture));
       return send(res, json(200, { approved: runnerId, owner }));
+    }
+    if (author) {
+      const answer = await grantsAdmin(req, url);
+      if (answer) return send(res, answer);
     }
     return send(res, json(404, { error: "not-found" }));
   } catch (error) {
@@ -121,6 +141,25 @@ const adminServer = createServer(async (req, res) => {
     if (!res.headersSent) res.writeHead(500).end();
   }
 });
+
+// The grants suite's operator side: GET/PUT /fixture reads and replaces the
+// whole policy (projection and store at once, as relayd rereads its file);
+// GET /decisions is the author's decision log; GET /claims the count above.
+async function grantsAdmin(req, url) {
+  if (url.pathname === "/fixture" && req.method === "GET") return json(200, fixture);
+  if (url.pathname === "/fixture" && req.method === "PUT") {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const next = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    relay.project(projected(next));
+    author.setPolicy(next);
+    fixture = next;
+    return json(200, { replaced: true });
+  }
+  if (url.pathname === "/decisions" && req.method === "GET") return json(200, author.decisions);
+  if (url.pathname === "/claims" && req.method === "GET") return json(200, { claims: claimsServed });
+  return null;
+}
 
 const listen = (server) =>
   new Promise((resolve, reject) => {

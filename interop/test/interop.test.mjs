@@ -83,7 +83,8 @@ test("the clients under test are the published, pinned packages", async () => {
     assert.equal(installed.version, version, `${name} is installed at its pin`);
     assert.equal(version, "0.1.1", `${name} is pinned to 0.1.1`);
   }
-  assert.deepEqual(Object.keys(pins).sort(), ["@byollm/conformance", "@byollm/protocol", "@byollm/relay", "@byollm/server", "byollm"]);
+  // @byollm/control-plane is the grants suite's control (grants/).
+  assert.deepEqual(Object.keys(pins).sort(), ["@byollm/conformance", "@byollm/control-plane", "@byollm/protocol", "@byollm/relay", "@byollm/server", "byollm"]);
 });
 
 test(`${RELAY}: byollm connect pairs through the device-code flow, after a connect killed mid-pairing`, { timeout: 90_000 }, () =>
