@@ -26,7 +26,6 @@ import (
 	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/backend"
-	"github.com/byollm/relayd/store/valkey"
 )
 
 // Hooks lets the caller observe a running server; tests use it to learn the
@@ -57,7 +56,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if err != nil {
 		return err
 	}
-	watchResultsCache(m, b.Store)
+	watchResultsCache(m, b.ResultsCache)
 	st := m.InstrumentStore(b.Store)
 	defer func() {
 		if err := st.Close(); err != nil {
@@ -363,13 +362,12 @@ func profiles() http.Handler {
 
 // watchResultsCache exports the results cache of a store that keeps one
 // (the Valkey store).
-func watchResultsCache(m *metrics.Metrics, st store.RoutingStore) {
-	vs, ok := st.(*valkey.Store)
-	if !ok {
+func watchResultsCache(m *metrics.Metrics, read func() backend.ResultsCache) {
+	if read == nil {
 		return
 	}
 	m.WatchResultsCache(func() metrics.ResultsCache {
-		c := vs.ResultsCacheCounts()
+		c := read()
 		return metrics.ResultsCache{BytesUsed: c.BytesUsed, OverLimit: c.OverLimit, OverLimitBytes: c.OverLimitBytes, Partial: c.Partial}
 	})
 }

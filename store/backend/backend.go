@@ -85,7 +85,14 @@ type Backend struct {
 	// then limit nothing.
 	RateLimit     ratelimit.Limiter
 	SiteRateLimit ratelimit.Limiter
+	// ResultsCache reads the replica's results-listing cache, for its
+	// metrics; nil for a store that keeps none (the memory store).
+	ResultsCache func() ResultsCache
 }
+
+// ResultsCache is what a replica's cache of results listings holds and
+// could not hold (the Valkey store's; docs/operations.md sizes it).
+type ResultsCache = valkey.ResultsCacheCounts
 
 // Open opens the configured store, with its pending device codes, and
 // builds its limiters where it keeps its state: in process for the memory
@@ -105,6 +112,7 @@ func Open(ctx context.Context, o Options) (Backend, error) {
 		if err != nil {
 			_ = st.Close()
 		}
+		b.ResultsCache = st.ResultsCacheCounts
 		return b, err
 	}
 	return Backend{}, fmt.Errorf("unknown store %q", o.Kind)
