@@ -45,12 +45,12 @@ func TestScriptsSpellNoSchemaWord(t *testing.T) {
 	for _, c := range store.RefusalCodes() {
 		words = append(words, string(c))
 	}
-	entries, err := luaFiles.ReadDir("lua")
+	entries, err := luaFiles.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		src, _ := luaFiles.ReadFile("lua/" + e.Name())
+		src, _ := luaFiles.ReadFile(e.Name())
 		code := luaComment.ReplaceAllString(string(src), "")
 		for _, w := range words {
 			if strings.Contains(code, "'"+w+"'") || strings.Contains(code, `"`+w+`"`) {

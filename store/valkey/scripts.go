@@ -1,7 +1,6 @@
 package valkey
 
 import (
-	"embed"
 	"fmt"
 	"regexp"
 	"slices"
@@ -10,9 +9,10 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/lua"
 )
 
-// The scripts live in lua/, one file per operation named by its store.Op,
+// The scripts live in store/lua, one file per operation named by its store.Op,
 // beside common.lua, the helpers they share. Each is served whole: a
 // header that binds the keys it receives, the schema definitions and the
 // helpers of common.lua it uses, then the operation itself, so every rule
@@ -24,8 +24,8 @@ import (
 // remembers) receives one more key after them, its caller's memo of the
 // operation, and a request id before its own arguments (memo.go).
 
-//go:embed lua/*.lua
-var luaFiles embed.FS
+// luaFiles holds the scripts (package store/lua).
+var luaFiles = lua.Files
 
 // script is one operation ready to run.
 type script struct {
@@ -170,7 +170,7 @@ func buildScripts(testClock bool) (map[store.Op]*script, error) {
 	if err != nil {
 		return nil, fmt.Errorf("valkey store: schema: %w", err)
 	}
-	common, err := luaFiles.ReadFile("lua/common.lua")
+	common, err := luaFiles.ReadFile("common.lua")
 	if err != nil {
 		return nil, fmt.Errorf("valkey store: reading shared helpers: %w", err)
 	}
@@ -193,7 +193,7 @@ func buildScripts(testClock bool) (map[store.Op]*script, error) {
 // loadScript builds one operation's script from its file and the shared
 // definitions defs, binding keys (declaredKeys) in order.
 func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
-	body, err := luaFiles.ReadFile("lua/" + string(op) + ".lua")
+	body, err := luaFiles.ReadFile(string(op) + ".lua")
 	if err != nil || op == "common" {
 		return nil, fmt.Errorf("valkey store: no script for operation %q", op)
 	}

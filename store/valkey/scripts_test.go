@@ -29,7 +29,7 @@ func TestScripts(t *testing.T) {
 	keyRef := regexp.MustCompile(`\bK\.([a-z_]+)`)
 	for _, name := range scripted() {
 		s := loadForTest(t, name)
-		body, err := luaFiles.ReadFile("lua/" + string(name) + ".lua")
+		body, err := luaFiles.ReadFile(string(name) + ".lua")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestScripts(t *testing.T) {
 			t.Errorf("%s has no key header", name)
 		}
 	}
-	common, _ := luaFiles.ReadFile("lua/common.lua")
+	common, _ := luaFiles.ReadFile("common.lua")
 	for _, m := range keyRef.FindAllStringSubmatch(string(common), -1) {
 		if !slices.Contains(scriptKeys(), m[1]) && m[1] != "memo" && m[1] != "bucket" && m[1] != "routes" {
 			t.Errorf("common.lua uses K.%s, which no script is passed", m[1])
@@ -83,7 +83,7 @@ func TestScripts(t *testing.T) {
 		t.Error("unknown operation loaded")
 	}
 	// Every file but common.lua is an operation's script.
-	entries, err := luaFiles.ReadDir("lua")
+	entries, err := luaFiles.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +127,12 @@ func TestScriptsCarryOnlyTheHelpersTheyUse(t *testing.T) {
 	// Uses are found with comments stripped line by line, which is right
 	// only while no string literal holds "--": a line cut inside a string
 	// would leave its quotes unbalanced.
-	entries, err := luaFiles.ReadDir("lua")
+	entries, err := luaFiles.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		src, _ := luaFiles.ReadFile("lua/" + e.Name())
+		src, _ := luaFiles.ReadFile(e.Name())
 		for i, line := range strings.Split(string(src), "\n") {
 			code := luaComment.ReplaceAllString(line, "")
 			if strings.Count(code, "'")%2 != 0 || strings.Count(code, `"`)%2 != 0 {
