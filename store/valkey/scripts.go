@@ -13,9 +13,9 @@ import (
 )
 
 // The scripts live in store/lua, one file per operation named by its store.Op,
-// beside common.lua, the helpers they share. Each is served whole: a
-// header that binds the keys it receives, the schema definitions and the
-// helpers of common.lua it uses, then the operation itself, so every rule
+// beside common/, the sections of the helpers they share (lua.Shared). Each
+// is served whole: a header that binds the keys it receives, the schema
+// definitions and the shared helpers it uses, then the operation itself, so every rule
 // is written once and every operation is one atomic call.
 //
 // Every script receives the keys of scriptKeys (less the test clock lever
@@ -115,8 +115,8 @@ func scripted() []store.Op {
 
 // scriptKeys names the fixed keys every script receives as KEYS, in
 // order, by the names the scripts know them by (K.<name>); keySuffix
-// gives each one's key under the store's prefix. common.lua describes
-// them.
+// gives each one's key under the store's prefix. store/lua/common/00_header.lua
+// describes them.
 func scriptKeys() []string {
 	keys := append(append([]string{}, jobKeys...), jobIndexes...)
 	keys = append(keys, "seq", "clock", "presence", "paired",
@@ -170,11 +170,11 @@ func buildScripts(testClock bool) (map[store.Op]*script, error) {
 	if err != nil {
 		return nil, fmt.Errorf("valkey store: schema: %w", err)
 	}
-	common, err := luaFiles.ReadFile("common.lua")
+	common, err := lua.Shared()
 	if err != nil {
 		return nil, fmt.Errorf("valkey store: reading shared helpers: %w", err)
 	}
-	defs := append(splitHelpers(schema), splitHelpers(string(common))...)
+	defs := append(splitHelpers(schema), splitHelpers(common)...)
 	if testClock {
 		defs = withTestClock(defs)
 	}
@@ -256,8 +256,8 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	return sc, nil
 }
 
-// A helper is one top-level definition (of the schema or common.lua) with the comment
-// above it.
+// A helper is one top-level definition (of the schema or the shared
+// helpers) with the comment above it.
 type helper struct {
 	names []string
 	text  string
