@@ -118,7 +118,7 @@ func TestClaimFindsTheOneQueueWithWork(t *testing.T) {
 }
 
 // routeFieldGo names a route's queues in the counts, as route_field in
-// common.lua does.
+// store/lua/common/30_indexes.lua does.
 func routeFieldGo(p store.Proto, site, owner string) string {
 	return lencGo(strconv.Itoa(int(p))) + lencGo(site) + lencGo(owner)
 }

@@ -123,7 +123,7 @@ func writeLegacyJob(t testing.TB, s *Store, p store.Proto, id, site, owner, kind
 func (s *Store) key(name string) string { return s.prefix + keySuffix(name) }
 
 // jobKey is the field naming a job of a site in the job hashes, as
-// job_key in common.lua builds it.
+// job_key in store/lua/common/20_codec.lua builds it.
 func jobKey(site, id string) string { return strconv.Itoa(len(site)) + ":" + site + id }
 
 // rewriteRecord edits a stored job record in place.

@@ -6,8 +6,8 @@
 // deadline. Go builds the keys and arguments, generates lease ids and
 // request ids, and decodes answers; it decides nothing a script should.
 //
-// The scripts live in lua/, one file per operation named by its store.Op,
-// with the helpers they share in common.lua. The record schema (field
+// The scripts live in store/lua, one file per operation named by its store.Op,
+// with the helpers they share in sections under store/lua/common. The record schema (field
 // positions, states, refusal codes, the record format) is written once,
 // in schema.go; the loader generates its Lua definitions into each
 // script's header, with the key bindings and only the helpers the script

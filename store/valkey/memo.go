@@ -10,7 +10,7 @@ import (
 
 // A write a client may retry after a lost reply answers that retry with
 // its first answer, kept in a memo per caller and operation (answer_once
-// in common.lua): one small hash per runner, site or pairing device and
+// in store/lua/common/60_calls.lua): one small hash per runner, site or pairing device and
 // each operation it called in the last rememberFor, holding its newest
 // answers. The memo thus costs O(active callers), whatever the call rate.
 // It is a key of its own, not a field of a per-caller hash, so that each

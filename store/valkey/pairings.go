@@ -12,7 +12,7 @@ import (
 
 // The pending device codes live beside the routing state, under the same
 // hash-tagged prefix, so that a start on one replica and a poll on another
-// meet (spec protocol-2 §5.7). common.lua describes the four keys: the
+// meet (spec protocol-2 §5.7). store/lua/common/90_pairings.lua describes the four keys: the
 // records by device code, and indexes by expiry, by device identity and by
 // user code, so every operation is O(log n) and none walks every code but
 // the few of one identity (StartPairingInput.PerDevice bounds them).

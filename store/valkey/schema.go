@@ -20,7 +20,8 @@ import (
 // record of another format is never acted on but by its deadline. Format
 // "2" added the protocol tag and the proto-2 bookkeeping and moved jobs to
 // keys named by (site, id); a sweep moves the format-"1" records an older
-// relay left into it as proto-0 jobs (see migrate_legacy in common.lua).
+// relay left into it as proto-0 jobs (see migrate_legacy in
+// store/lua/common/80_migration.lua).
 const recordFormat = "2"
 
 // legacyFormat is the job record format older relays write, read only to

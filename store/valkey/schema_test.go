@@ -45,16 +45,11 @@ func TestScriptsSpellNoSchemaWord(t *testing.T) {
 	for _, c := range store.RefusalCodes() {
 		words = append(words, string(c))
 	}
-	entries, err := luaFiles.ReadDir("lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		src, _ := luaFiles.ReadFile("lua/" + e.Name())
-		code := luaComment.ReplaceAllString(string(src), "")
+	for name, src := range luaSources(t) {
+		code := luaComment.ReplaceAllString(src, "")
 		for _, w := range words {
 			if strings.Contains(code, "'"+w+"'") || strings.Contains(code, `"`+w+`"`) {
-				t.Errorf("%s spells %q; use its generated name", e.Name(), w)
+				t.Errorf("%s spells %q; use its generated name", name, w)
 			}
 		}
 	}

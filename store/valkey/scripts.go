@@ -1,7 +1,6 @@
 package valkey
 
 import (
-	"embed"
 	"fmt"
 	"regexp"
 	"slices"
@@ -10,12 +9,13 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/lua"
 )
 
-// The scripts live in lua/, one file per operation named by its store.Op,
-// beside common.lua, the helpers they share. Each is served whole: a
-// header that binds the keys it receives, the schema definitions and the
-// helpers of common.lua it uses, then the operation itself, so every rule
+// The scripts live in store/lua, one file per operation named by its store.Op,
+// beside common/, the sections of the helpers they share (lua.Shared). Each
+// is served whole: a header that binds the keys it receives, the schema
+// definitions and the shared helpers it uses, then the operation itself, so every rule
 // is written once and every operation is one atomic call.
 //
 // Every script receives the keys of scriptKeys (less the test clock lever
@@ -24,8 +24,8 @@ import (
 // remembers) receives one more key after them, its caller's memo of the
 // operation, and a request id before its own arguments (memo.go).
 
-//go:embed lua/*.lua
-var luaFiles embed.FS
+// luaFiles holds the scripts (package store/lua).
+var luaFiles = lua.Files
 
 // script is one operation ready to run.
 type script struct {
@@ -115,8 +115,8 @@ func scripted() []store.Op {
 
 // scriptKeys names the fixed keys every script receives as KEYS, in
 // order, by the names the scripts know them by (K.<name>); keySuffix
-// gives each one's key under the store's prefix. common.lua describes
-// them.
+// gives each one's key under the store's prefix. store/lua/common/00_header.lua
+// describes them.
 func scriptKeys() []string {
 	keys := append(append([]string{}, jobKeys...), jobIndexes...)
 	keys = append(keys, "seq", "clock", "presence", "paired",
@@ -170,11 +170,11 @@ func buildScripts(testClock bool) (map[store.Op]*script, error) {
 	if err != nil {
 		return nil, fmt.Errorf("valkey store: schema: %w", err)
 	}
-	common, err := luaFiles.ReadFile("lua/common.lua")
+	common, err := lua.Shared()
 	if err != nil {
 		return nil, fmt.Errorf("valkey store: reading shared helpers: %w", err)
 	}
-	defs := append(splitHelpers(schema), splitHelpers(string(common))...)
+	defs := append(splitHelpers(schema), splitHelpers(common)...)
 	if testClock {
 		defs = withTestClock(defs)
 	}
@@ -193,7 +193,7 @@ func buildScripts(testClock bool) (map[store.Op]*script, error) {
 // loadScript builds one operation's script from its file and the shared
 // definitions defs, binding keys (declaredKeys) in order.
 func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
-	body, err := luaFiles.ReadFile("lua/" + string(op) + ".lua")
+	body, err := luaFiles.ReadFile(string(op) + ".lua")
 	if err != nil || op == "common" {
 		return nil, fmt.Errorf("valkey store: no script for operation %q", op)
 	}
@@ -256,8 +256,8 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	return sc, nil
 }
 
-// A helper is one top-level definition (of the schema or common.lua) with the comment
-// above it.
+// A helper is one top-level definition (of the schema or the shared
+// helpers) with the comment above it.
 type helper struct {
 	names []string
 	text  string

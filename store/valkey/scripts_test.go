@@ -1,12 +1,14 @@
 package valkey
 
 import (
+	"io/fs"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/lua"
 )
 
 // loadForTest builds one operation's script as the store does.
@@ -29,7 +31,7 @@ func TestScripts(t *testing.T) {
 	keyRef := regexp.MustCompile(`\bK\.([a-z_]+)`)
 	for _, name := range scripted() {
 		s := loadForTest(t, name)
-		body, err := luaFiles.ReadFile("lua/" + string(name) + ".lua")
+		body, err := luaFiles.ReadFile(string(name) + ".lua")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,10 +72,13 @@ func TestScripts(t *testing.T) {
 			t.Errorf("%s has no key header", name)
 		}
 	}
-	common, _ := luaFiles.ReadFile("lua/common.lua")
-	for _, m := range keyRef.FindAllStringSubmatch(string(common), -1) {
+	common, err := lua.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range keyRef.FindAllStringSubmatch(common, -1) {
 		if !slices.Contains(scriptKeys(), m[1]) && m[1] != "memo" && m[1] != "bucket" && m[1] != "routes" {
-			t.Errorf("common.lua uses K.%s, which no script is passed", m[1])
+			t.Errorf("the shared helpers use K.%s, which no script is passed", m[1])
 		}
 	}
 	if _, err := loadScript("common", nil, nil); err == nil {
@@ -82,8 +87,8 @@ func TestScripts(t *testing.T) {
 	if _, err := loadScript("nope", nil, nil); err == nil {
 		t.Error("unknown operation loaded")
 	}
-	// Every file but common.lua is an operation's script.
-	entries, err := luaFiles.ReadDir("lua")
+	// Every file but the sections in common/ is an operation's script.
+	entries, err := luaFiles.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +102,7 @@ func TestScripts(t *testing.T) {
 
 // TestScriptsCarryOnlyTheHelpersTheyUse: every helper definition runs on
 // every call, so a script carries the helpers its code names, directly or
-// through other helpers, and no others, in common.lua's order.
+// through other helpers, and no others, in the shared helpers' order.
 func TestScriptsCarryOnlyTheHelpersTheyUse(t *testing.T) {
 	defines := func(name store.Op, helper string) bool {
 		return strings.Contains(loadForTest(t, name).source, "\nlocal function "+helper+"(")
@@ -122,21 +127,16 @@ func TestScriptsCarryOnlyTheHelpersTheyUse(t *testing.T) {
 	}
 	s := loadForTest(t, store.OpFetch)
 	if strings.Index(s.source, "local function live(") > strings.Index(s.source, "local function held(") {
-		t.Error("helpers are not in common.lua's order")
+		t.Error("helpers are not in the shared helpers' order")
 	}
 	// Uses are found with comments stripped line by line, which is right
 	// only while no string literal holds "--": a line cut inside a string
 	// would leave its quotes unbalanced.
-	entries, err := luaFiles.ReadDir("lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		src, _ := luaFiles.ReadFile("lua/" + e.Name())
-		for i, line := range strings.Split(string(src), "\n") {
+	for name, src := range luaSources(t) {
+		for i, line := range strings.Split(src, "\n") {
 			code := luaComment.ReplaceAllString(line, "")
 			if strings.Count(code, "'")%2 != 0 || strings.Count(code, `"`)%2 != 0 {
-				t.Errorf("%s:%d: a string holds \"--\", or quotes are unbalanced: %s", e.Name(), i+1, line)
+				t.Errorf("%s:%d: a string holds \"--\", or quotes are unbalanced: %s", name, i+1, line)
 			}
 		}
 	}
@@ -144,4 +144,23 @@ func TestScriptsCarryOnlyTheHelpersTheyUse(t *testing.T) {
 	if got := helpersFor(splitHelpers("local function a()\nend\n-- b is not used\nlocal function b()\nend\n"), "-- a and b\nreturn a()"); len(got) != 1 || got[0].names[0] != "a" {
 		t.Errorf("helpers for a body calling a: %+v", got)
 	}
+}
+
+// luaSources returns every Lua file of store/lua, the sections of the
+// shared helpers included, by its path there.
+func luaSources(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := fs.WalkDir(luaFiles, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		src, err := luaFiles.ReadFile(name)
+		out[name] = string(src)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -1,5 +1,5 @@
 -- The test clock: the clock_now a store opened for tests is built with, in
--- place of common.lua's. Tests write K.clock to move the store clock:
+-- place of the shared one's. Tests write K.clock to move the store clock:
 -- '<n>' adds n ms to Valkey TIME, '@<ms>' pins it there; an absent key
 -- leaves TIME as it is. Production scripts are never built with this.
 local function clock_now()

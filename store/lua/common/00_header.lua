@@ -1,0 +1,85 @@
+-- Section 00, the header: what the shared helpers are, how the loader
+-- serves them, and every key the scripts receive (K.<name>) with the shape
+-- stored under it. It defines nothing; the later sections refer to it.
+
+-- Shared helpers for every relayd script. The Go loader (scripts.go) puts
+-- a generated header binding KEYS to the table K first, then the schema
+-- definitions generated from schema.go (FORMAT, LEGACY_FORMAT,
+-- PRESENCE_FORMAT, WINDOW_MS, UNSEALED_PER_ROUTE, SEAL_ATTEMPTS, HOLDER_RETURN_MS,
+-- REQ_TTL_MS, ROUTES_TTL_MS, STATE_*, REFUSED_*, FIELDS, LEGACY_FIELDS, PRESENCE_FIELDS,
+-- DEVICE_KEY_ID, STUB_*) and the top-level definitions below that the
+-- operation uses (directly or through each other, in this order), then the
+-- operation's own file, so each rule below exists once and a call runs no
+-- definition it does not need. A remembering write's header also binds
+-- REQ_ID (taken off the front of ARGV), MEMO_ANSWERS and MEMO_BYTES,
+-- and its file runs inside answer_once. This comment is not sent.
+--
+-- A job is keyed by (site, id): its job key is lenc(site) .. id (job_key),
+-- which names it in every hash and every index below. Replies name jobs by
+-- their bare id. Stored shapes (all under one hash-tagged prefix, so one
+-- slot):
+--   K.job       hash  job key -> job record (framed, format FORMAT)
+--   K.payload   hash  job key -> sealed payload (JSON written by Go)
+--   K.result    hash  job key -> sealed result (JSON written by Go)
+--   K.order     zset  job key, score = enqueue sequence (every job)
+--   K.deadline  zset  job key, score = stub deadlineAt (every job)
+--   K.window    zset  job key, score = awaitingUntil (awaiting-payload jobs)
+--   K.lease     zset  job key, score = leaseExpiresAt (ready and running jobs)
+--   K.queue     zset  lex, score 0: queue prefix .. seq16 .. key (queued, not
+--                     cancelled, not held back for a re-offer)
+--   K.sticky    zset  lex, score 0: lenc(runner) .. queue member, for a queued
+--                     proto-2 job re-offered only to that runner (D8)
+--   K.reoffer   zset  job key, score = reofferUntil (jobs in K.sticky)
+--   K.returning zset  lex, score 0: lenc(proto .. holder) .. seq16 .. key, for a
+--                     sealed proto-2 job whose lease lapsed, kept for its holder (D14)
+--   K.awaiting  zset  lex, score 0: site prefix .. seq16 .. key (awaiting-payload jobs,
+--                     less those a claim holds until it settles them, G-R16: an
+--                     awaiting job missing here is held, see is_held)
+--   K.finished  zset  lex, score 0: site prefix .. seq16 .. key (done jobs)
+--   K.cancels   zset  lex, score 0: proto+runner prefix .. seq16 .. key
+--                     (cancelled and held; proto 0: not done)
+--   K.refusals  zset  lex, score 0: lenc(runner) .. queue member, for each runner that
+--                     refused a job while that job is in K.queue (and only then)
+--   K.leases    hash  lease id -> job key, for current grants (kept by completion)
+--   K.byid      zset  lex, score 0: lenc(id) .. '|' .. seq16 .. key (every job)
+--   K.unsealed  hash  lenc(site) .. job owner -> proto-2 jobs awaiting a payload
+--   K.qcount    hash  lenc(proto) .. lenc(site) .. lenc(job owner) -> the entries
+--                     of that route's queues in K.queue (kept at 0, not deleted,
+--                     so a route never counted reads as unknown); field '' holds
+--                     the sweep's recount cursor, field 'census' its census cursor
+--   K.busy      set   the K.qcount fields (routes, per protocol) whose count is
+--                     above 0, kept with the counts (set_count); member '' says a
+--                     census of K.queue has passed, so a route missing here holds
+--                     no work (until then a claim reads the counts)
+--   K.routes    set   (claim and routes.lua only: <prefix>routes:<sha256>) one
+--                     claim's route fields, stored by routes.lua, its expiry
+--                     refreshed by each claim that names it (routes.go)
+--   K.listing   hash  'v|' .. site -> the site's results version; job key -> that
+--                     version when the listed (done) job last changed (its mark);
+--                     'j|' .. site -> the last version number K.changes holds,
+--                     'h|' .. site -> the journal's horizon (listing_changed)
+--   K.changes   zset  lex, score 0: lenc('l' .. site) .. '|' .. seq16(version
+--                     number) .. key, one per listed job, at its mark; and
+--                     lenc('t' .. site) .. '|' .. seq16(n) .. key, a job gone at n
+--   K.seq       string  the enqueue and pairing sequence
+--   K.clock     string  the test clock lever, declared only in a store opened for tests
+--                     (testclock.lua); production scripts do not receive it
+--   K.presence  hash  runner id -> presence record (framed)
+--   K.paired    zset  runner id, score = sequence at first pairing
+--   K.bucket    string  (admitting scripts: the rate bucket an admission charges,
+--                     ratelimit:<caller>) the instant in microseconds it is full
+--                     again (take_token)
+--   K.memo      string  (per caller and operation; the caller is a runner, site
+--                     or pairing device) framed [request id, framed reply]...
+--                     newest first (answer_once)
+--   <prefix>format  string  the record-format marker; read and raised only at open
+--                     (format.go), never by these scripts
+--   K.old_job ... K.old_refusals  the format-"1" keyspace older relays use, keyed by bare id;
+--               a sweep moves its jobs here (migrate_legacy)
+--
+-- Lex-ordered sets hold many logical lists in one key: a member starts with
+-- a self-delimiting prefix naming its list, so ZRANGEBYLEX over that prefix
+-- reads one list's head in O(log N). Every key a script touches is thus
+-- fixed and declared in KEYS, including when a job goes back to a queue
+-- chosen by its own data.
+
