@@ -3,8 +3,8 @@
 // request, reads its body once and has its classifier pick a Codec by the
 // version the request declares; the Codec authenticates the request,
 // decodes it, runs its endpoint and returns the answer's body, or an error
-// that the plane's one writer puts on the wire: a *protocol.Refusal as it
-// stands, a *StoreFailure as a retryable 503.
+// that the plane's one writer puts on the wire: a Refusal, whatever its
+// protocol, as it stands; a *StoreFailure as a retryable 503.
 //
 // What every version shares lives here too: the endpoint names each plane
 // routes, signature freshness on the relay clock, and the environment a
@@ -93,6 +93,18 @@ type Codec interface {
 	// Serve authenticates, decodes and handles req, and returns the body
 	// of its 200 answer, or the error the plane's writer answers with.
 	Serve(ctx context.Context, req *Request) (any, error)
+}
+
+// Refusal is an error that is the request's whole answer, whatever protocol
+// wrote it: *protocol.Refusal and *proto2.Refusal are two. The plane's one
+// writer sends any Refusal alike, so a new protocol's refusals need no case
+// of their own there.
+type Refusal interface {
+	error
+	// Wire is the answer's status, its JSON body, and the whole seconds
+	// after which the caller may retry (0 for none), which the writer also
+	// sends as Retry-After (decision D1).
+	Wire() (status int, body any, retryAfter int64)
 }
 
 // Charge charges one request to key against a rate, returning the refusal
