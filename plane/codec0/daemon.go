@@ -35,29 +35,22 @@ func (who *caller) admission() *store.Admission {
 }
 
 // daemonRoute is one signed daemon endpoint, whatever its types.
-type daemonRoute interface {
-	serve(ctx context.Context, c *Codec, who *caller, body *protocol.Body) (any, error)
-}
+type daemonRoute = codec.Route[*Codec, *caller, *protocol.Body]
 
-// daemonEndpoint is a signed daemon endpoint: decode reads its body and
-// handle answers the decoded request. Its store operation stamps the
-// caller's presence (the Touch flag, or the heartbeat's own stamp).
-type daemonEndpoint[Req, Resp any] struct {
-	decode func(*protocol.Body) (Req, error)
-	handle func(c *Codec, ctx context.Context, who *caller, req Req) (Resp, error)
-}
-
-// signed is the daemon endpoint decode reads and handle answers.
+// signed is the daemon endpoint decode reads and handle answers. Its store
+// operation stamps the caller's presence (the Touch flag, or the
+// heartbeat's own stamp).
 func signed[Req, Resp any](decode func(*protocol.Body) (Req, error), handle func(*Codec, context.Context, *caller, Req) (Resp, error)) daemonRoute {
-	return daemonEndpoint[Req, Resp]{decode: decode, handle: handle}
+	return codec.Endpoint(decoded[Req], decode, handle)
 }
 
-func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *caller, body *protocol.Body) (any, error) {
-	req, err := e.decode(body)
+// decoded refuses a body the endpoint's schema does not read, the caller
+// stamped first.
+func decoded[Req any](c *Codec, ctx context.Context, who *caller, _ Req, err error) error {
 	if err != nil {
-		return nil, c.refuse(ctx, who, schemaRefusal())
+		return c.refuse(ctx, who, schemaRefusal())
 	}
-	return answer(e.handle(c, ctx, who, req))
+	return nil
 }
 
 // daemonPlane runs the daemon-plane auth pipeline (A3, with relayd's G7
@@ -70,7 +63,7 @@ func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemo
 	if err != nil {
 		return nil, err
 	}
-	return route.serve(ctx, c, who, req.Body)
+	return route.Serve(ctx, c, who, req.Body)
 }
 
 // authenticate identifies and verifies a daemon-plane caller, in the
