@@ -176,6 +176,36 @@ func (e *Env) NewSiteCaller(ctx context.Context, site projection.SiteRecord) (*S
 	return &SiteCaller{SiteRecord: site}, nil
 }
 
+// SiteRefusals are a protocol's answers to a site-plane request with no
+// signature and to one whose signer the projection does not have.
+type SiteRefusals struct {
+	NotSigned, NotRegistered func() Refusal
+}
+
+// AuthenticateSite authenticates a site-plane request, as every protocol
+// does (A4, protocol-2.md §3.4): signed, by a site the projection has,
+// with its current key or, while they retire, an earlier one (spec A8);
+// then charged as NewSiteCaller charges.
+func (e *Env) AuthenticateSite(ctx context.Context, req *Request, refuse SiteRefusals) (*SiteCaller, error) {
+	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderSite)
+	if !ok {
+		return nil, refuse.NotSigned()
+	}
+	site, ok := e.Projection().SiteFor(sig.CallerID)
+	if !ok {
+		return nil, refuse.NotRegistered()
+	}
+	keys := site.VerifyingKeys(e.Clock.Now())
+	if refusal := e.VerifyAny(sig, "site/"+req.Endpoint, req.Body, keys); refusal != nil {
+		return nil, refusal
+	}
+	caller, refusal := e.NewSiteCaller(ctx, site)
+	if refusal != nil {
+		return nil, refusal
+	}
+	return caller, nil
+}
+
 // Admission hands the owed charge to the call's store write, once.
 func (s *SiteCaller) Admission() *store.Admission {
 	if s.owed == nil {

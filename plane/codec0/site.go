@@ -52,23 +52,12 @@ func fromQuery(req *codec.Request) (protocol.SiteQuery, error) {
 
 // sitePlane runs the site-plane auth pipeline (A4) and then the route.
 func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRoute) (any, error) {
-	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderSite)
-	if !ok {
-		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned)
-	}
-	site, ok := c.env.Projection().SiteFor(sig.CallerID)
-	if !ok {
-		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgSiteNotRegistered)
-	}
-	// A rotated site's earlier keys still sign while they retire, on this
-	// protocol as on "2" (spec A8).
-	keys := site.VerifyingKeys(c.env.Clock.Now())
-	if refusal := c.env.VerifyAny(sig, "site/"+req.Endpoint, req.Body, keys); refusal != nil {
-		return nil, refusal
-	}
-	caller, refusal := c.env.NewSiteCaller(ctx, site)
-	if refusal != nil {
-		return nil, refusal
+	caller, err := c.env.AuthenticateSite(ctx, req, codec.SiteRefusals{
+		NotSigned:     func() codec.Refusal { return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned) },
+		NotRegistered: func() codec.Refusal { return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgSiteNotRegistered) },
+	})
+	if err != nil {
+		return nil, err
 	}
 	return route.Serve(ctx, c, caller, req)
 }

@@ -68,21 +68,12 @@ func fromQuery(req *codec.Request) (siteQuery, error) {
 // sitePlane authenticates a site (§3.4): any registered site may call,
 // signing with its current key or, while they retire, its earlier ones.
 func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRoute) (any, error) {
-	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderSite)
-	if !ok {
-		return nil, proto2.NotSigned()
-	}
-	site, ok := c.env.Projection().SiteFor(sig.CallerID)
-	if !ok {
-		return nil, proto2.SiteNotRegistered()
-	}
-	keys := site.VerifyingKeys(c.env.Clock.Now())
-	if refusal := c.env.VerifyAny(sig, "site/"+req.Endpoint, req.Body, keys); refusal != nil {
-		return nil, refusal
-	}
-	caller, refusal := c.env.NewSiteCaller(ctx, site)
-	if refusal != nil {
-		return nil, refusal
+	caller, err := c.env.AuthenticateSite(ctx, req, codec.SiteRefusals{
+		NotSigned:     func() codec.Refusal { return proto2.NotSigned() },
+		NotRegistered: func() codec.Refusal { return proto2.SiteNotRegistered() },
+	})
+	if err != nil {
+		return nil, err
 	}
 	return route.Serve(ctx, c, caller, req)
 }
