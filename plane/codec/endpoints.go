@@ -40,6 +40,10 @@ func (e endpoint[C, Who, In, Req, Resp]) Serve(ctx context.Context, c C, who Who
 	return Answer(e.handle(c, ctx, who, req))
 }
 
+// SiteRequest is a decoded site-plane request, which names the site it
+// says it acts for: a codec's site routes check that it is the signer.
+type SiteRequest interface{ ForSite() string }
+
 // Answer passes on a typed answer, or its error without the zero value.
 func Answer[T any](v T, err error) (any, error) {
 	if err != nil {

@@ -13,20 +13,16 @@ import (
 // siteRoute is one site-plane route, whatever its types.
 type siteRoute = codec.Route[*Codec, *codec.SiteCaller, *codec.Request]
 
-// siteRequest is a decoded site-plane request, which names the site it
-// says it acts for.
-type siteRequest interface{ ForSite() string }
-
 // forSite is the site route decode reads, admitSite lets through and
 // handle answers, its store write taking the site's owed charge (a read,
 // or a refusal before the write, pays it first: SiteCaller.Refuse).
-func forSite[Req siteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, *codec.SiteCaller, Req) (Resp, error)) siteRoute {
+func forSite[Req codec.SiteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, *codec.SiteCaller, Req) (Resp, error)) siteRoute {
 	return codec.Endpoint(admitSite[Req], decode, handle)
 }
 
 // admitSite refuses a request its schema does not read, one for another
 // site than the signer, and one from a site this relay does not route for.
-func admitSite[Req siteRequest](c *Codec, ctx context.Context, site *codec.SiteCaller, req Req, err error) error {
+func admitSite[Req codec.SiteRequest](c *Codec, ctx context.Context, site *codec.SiteCaller, req Req, err error) error {
 	switch {
 	case err != nil:
 		return site.Refuse(ctx, c.env, schemaRefusal())
