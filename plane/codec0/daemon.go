@@ -89,7 +89,7 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	return c.identify(ctx, sig, req, false)
 }
 
-// identify runs authenticate's steps after the signature's presence. With
+// identify runs authenticate's steps once the signature is parsed. With
 // owe set it makes no store call: the presence check and the rate charge
 // go to the caller's admission instead of being made in their place.
 func (c *Codec) identify(ctx context.Context, sig protocol.Signature, req *codec.Request, owe bool) (*caller, error) {

@@ -36,7 +36,7 @@ func wireRefusal(op store.Op, r *store.Refusal) codec.Refusal {
 	case store.RefusedIDTaken:
 		return protocol.Refuse(protocol.CodeForbidden, protocol.MsgIDTaken)
 	case store.RefusedUnknownRunner:
-		// An admission's presence check (admissible): the runner is not
+		// An admission's presence check (identify, owed): the runner is not
 		// paired as the projection has it, as authenticate would refuse.
 		return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerNotKnown)
 	case store.RefusedOtherDevice:
