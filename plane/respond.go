@@ -15,7 +15,6 @@ import (
 
 	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/protocol"
-	"github.com/byollm/relayd/protocol/proto2"
 )
 
 // writeJSON sends v as the reference does: content-type application/json
@@ -53,15 +52,11 @@ func errorWriter(logger *slog.Logger) echo.HTTPErrorHandler {
 			return // the answer is on its way; a write error has nowhere to go
 		}
 		var (
-			refusal  *protocol.Refusal
-			refusal2 *proto2.Refusal
-			failure  *codec.StoreFailure
-			routing  *echo.HTTPError
+			refusal codec.Refusal
+			failure *codec.StoreFailure
+			routing *echo.HTTPError
 		)
 		switch {
-		case errors.As(err, &refusal2):
-			_ = writeRefusal2(c, refusal2)
-			return
 		case errors.As(err, &refusal):
 		case errors.As(err, &failure):
 			logger.LogAttrs(c.Request().Context(), slog.LevelError, "store operation failed",
@@ -78,23 +73,16 @@ func errorWriter(logger *slog.Logger) echo.HTTPErrorHandler {
 	}
 }
 
-// writeRefusal sends a refusal. A refusal that asks the caller to come back
-// later says when twice, in the body's retryAfter and in Retry-After, both in
-// whole seconds as WireError defines them (decision D1).
-func writeRefusal(c echo.Context, r *protocol.Refusal) error {
-	if r.Body.RetryAfter > 0 {
-		c.Response().Header().Set("Retry-After", strconv.FormatInt(r.Body.RetryAfter, 10))
+// writeRefusal sends a refusal of any protocol. A refusal that asks the
+// caller to come back later says when twice, in the body's retryAfter and
+// in Retry-After, both in whole seconds as WireError defines them
+// (decision D1).
+func writeRefusal(c echo.Context, r codec.Refusal) error {
+	status, body, retryAfter := r.Wire()
+	if retryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.FormatInt(retryAfter, 10))
 	}
-	return writeJSON(c, r.Status, r.Body)
-}
-
-// writeRefusal2 sends a protocol "2" refusal, whose body may carry the
-// fields only "2" has (floor); retryAfter travels as writeRefusal's does.
-func writeRefusal2(c echo.Context, r *proto2.Refusal) error {
-	if r.Body.RetryAfter > 0 {
-		c.Response().Header().Set("Retry-After", strconv.FormatInt(r.Body.RetryAfter, 10))
-	}
-	return writeJSON(c, r.Status, r.Body)
+	return writeJSON(c, status, body)
 }
 
 // serverError is the answer when the store cannot answer.

@@ -71,6 +71,12 @@ func (r *Refusal) Error() string {
 	return string(r.Body.Error) + ": " + r.Body.Message
 }
 
+// Wire is the refusal as a writer sends it: its status, its JSON body, and
+// the whole seconds after which it may be retried (0 for never).
+func (r *Refusal) Wire() (status int, body any, retryAfter int64) {
+	return r.Status, r.Body, r.Body.RetryAfter
+}
+
 // Refuse builds a refusal with the code's usual status.
 func Refuse(code Code, message string) *Refusal {
 	return &Refusal{Status: code.Status(), Body: ErrorBody{Error: code, Message: message}}

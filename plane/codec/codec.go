@@ -3,8 +3,8 @@
 // request, reads its body once and has its classifier pick a Codec by the
 // version the request declares; the Codec authenticates the request,
 // decodes it, runs its endpoint and returns the answer's body, or an error
-// that the plane's one writer puts on the wire: a *protocol.Refusal as it
-// stands, a *StoreFailure as a retryable 503.
+// that the plane's one writer puts on the wire: a Refusal, whatever its
+// protocol, as it stands; a *StoreFailure as a retryable 503.
 //
 // What every version shares lives here too: the endpoint names each plane
 // routes, signature freshness on the relay clock, and the environment a
@@ -95,6 +95,18 @@ type Codec interface {
 	Serve(ctx context.Context, req *Request) (any, error)
 }
 
+// Refusal is an error that is the request's whole answer, whatever protocol
+// wrote it: *protocol.Refusal and *proto2.Refusal are two. The plane's one
+// writer sends any Refusal alike, so a new protocol's refusals need no case
+// of their own there.
+type Refusal interface {
+	error
+	// Wire is the answer's status, its JSON body, and the whole seconds
+	// after which the caller may retry (0 for none), which the writer also
+	// sends as Retry-After (decision D1).
+	Wire() (status int, body any, retryAfter int64)
+}
+
 // Charge charges one request to key against a rate, returning the refusal
 // for a caller over it and nil otherwise.
 type Charge func(ctx context.Context, key string) *protocol.Refusal
@@ -162,6 +174,36 @@ func (e *Env) NewSiteCaller(ctx context.Context, site projection.SiteRecord) (*S
 		return nil, refusal
 	}
 	return &SiteCaller{SiteRecord: site}, nil
+}
+
+// SiteRefusals are a protocol's answers to a site-plane request with no
+// signature and to one whose signer the projection does not have.
+type SiteRefusals struct {
+	NotSigned, NotRegistered func() Refusal
+}
+
+// AuthenticateSite authenticates a site-plane request, as every protocol
+// does (A4, protocol-2.md §3.4): signed, by a site the projection has,
+// with its current key or, while they retire, an earlier one (spec A8);
+// then charged as NewSiteCaller charges.
+func (e *Env) AuthenticateSite(ctx context.Context, req *Request, refuse SiteRefusals) (*SiteCaller, error) {
+	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderSite)
+	if !ok {
+		return nil, refuse.NotSigned()
+	}
+	site, ok := e.Projection().SiteFor(sig.CallerID)
+	if !ok {
+		return nil, refuse.NotRegistered()
+	}
+	keys := site.VerifyingKeys(e.Clock.Now())
+	if refusal := e.VerifyAny(sig, "site/"+req.Endpoint, req.Body, keys); refusal != nil {
+		return nil, refusal
+	}
+	caller, refusal := e.NewSiteCaller(ctx, site)
+	if refusal != nil {
+		return nil, refusal
+	}
+	return caller, nil
 }
 
 // Admission hands the owed charge to the call's store write, once.

@@ -54,7 +54,7 @@ func (c *Codec) Serve(ctx context.Context, req *codec.Request) (any, error) {
 	switch req.Plane {
 	case codec.Daemon:
 		if req.Endpoint == "pair" {
-			return answer(c.pair(ctx, req.Body))
+			return codec.Answer(c.pair(ctx, req.Body))
 		}
 		if route, ok := c.daemon[req.Endpoint]; ok {
 			return c.daemonPlane(ctx, req, route)
@@ -65,14 +65,6 @@ func (c *Codec) Serve(ctx context.Context, req *codec.Request) (any, error) {
 		}
 	}
 	return nil, protocol.NotFoundPath()
-}
-
-// answer passes on a typed answer, or its error without the zero value.
-func answer[T any](v T, err error) (any, error) {
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
 }
 
 func schemaRefusal() *protocol.Refusal {

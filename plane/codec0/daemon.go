@@ -35,29 +35,22 @@ func (who *caller) admission() *store.Admission {
 }
 
 // daemonRoute is one signed daemon endpoint, whatever its types.
-type daemonRoute interface {
-	serve(ctx context.Context, c *Codec, who *caller, body *protocol.Body) (any, error)
-}
+type daemonRoute = codec.Route[*Codec, *caller, *protocol.Body]
 
-// daemonEndpoint is a signed daemon endpoint: decode reads its body and
-// handle answers the decoded request. Its store operation stamps the
-// caller's presence (the Touch flag, or the heartbeat's own stamp).
-type daemonEndpoint[Req, Resp any] struct {
-	decode func(*protocol.Body) (Req, error)
-	handle func(c *Codec, ctx context.Context, who *caller, req Req) (Resp, error)
-}
-
-// signed is the daemon endpoint decode reads and handle answers.
+// signed is the daemon endpoint decode reads and handle answers. Its store
+// operation stamps the caller's presence (the Touch flag, or the
+// heartbeat's own stamp).
 func signed[Req, Resp any](decode func(*protocol.Body) (Req, error), handle func(*Codec, context.Context, *caller, Req) (Resp, error)) daemonRoute {
-	return daemonEndpoint[Req, Resp]{decode: decode, handle: handle}
+	return codec.Endpoint(decoded[Req], decode, handle)
 }
 
-func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *caller, body *protocol.Body) (any, error) {
-	req, err := e.decode(body)
+// decoded refuses a body the endpoint's schema does not read, the caller
+// stamped first.
+func decoded[Req any](c *Codec, ctx context.Context, who *caller, _ Req, err error) error {
 	if err != nil {
-		return nil, c.refuse(ctx, who, schemaRefusal())
+		return c.refuse(ctx, who, schemaRefusal())
 	}
-	return answer(e.handle(c, ctx, who, req))
+	return nil
 }
 
 // daemonPlane runs the daemon-plane auth pipeline (A3, with relayd's G7
@@ -70,37 +63,63 @@ func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemo
 	if err != nil {
 		return nil, err
 	}
-	return route.serve(ctx, c, who, req.Body)
+	return route.Serve(ctx, c, who, req.Body)
 }
 
 // authenticate identifies and verifies a daemon-plane caller, in the
 // reference's order, with relayd's rate limit once the signature checks.
+//
+// When the store keeps the rate buckets, a caller is first identified
+// with its presence check and rate charge owed: left for its first store
+// operation to check (its admission), in the order identify checks them,
+// which saves a call each (TestOneStoreRoundTripPerDaemonCall). Whatever
+// they answer is what checking them now would have, for every other step
+// has passed. A caller refused that way is identified again with both
+// checked now, for the projection alone cannot order its refusals.
 func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, error) {
 	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderRunner)
 	if !ok {
 		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned)
 	}
-	if who := c.admissible(sig, req); who != nil {
-		return who, nil
+	if c.env.RunnerCharge != nil {
+		if who, err := c.identify(ctx, sig, req, true); err == nil {
+			return who, nil
+		}
 	}
-	paired, found, err := c.env.Store.Presence(ctx, sig.CallerID)
-	if err != nil {
-		return nil, storeError(store.OpPresence, err)
+	return c.identify(ctx, sig, req, false)
+}
+
+// identify runs authenticate's steps once the signature is parsed. With
+// owe set it makes no store call: the presence check and the rate charge
+// go to the caller's admission instead of being made in their place.
+func (c *Codec) identify(ctx context.Context, sig protocol.Signature, req *codec.Request, owe bool) (*caller, error) {
+	var (
+		paired  store.Presence
+		present = owe
+	)
+	if !owe {
+		var err error
+		if paired, present, err = c.env.Store.Presence(ctx, sig.CallerID); err != nil {
+			return nil, storeError(store.OpPresence, err)
+		}
 	}
 	proj := c.env.Projection()
 	// A runner whose device record left the projection, or whose approved
 	// keys or owner changed since it paired, is no longer anyone the relay
 	// knows (G7); pairing again takes up what the projection says now.
 	dev, approved := proj.DeviceFor(sig.CallerID)
-	if !found || !approved || dev.Device != paired.Device || dev.Owner != paired.Owner {
+	if !present || !approved || (!owe && (dev.Device != paired.Device || dev.Owner != paired.Owner)) {
 		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerNotKnown)
 	}
 	if refusal := c.env.Verify(sig, req.Endpoint, req.Body, dev.Device.Identity); refusal != nil {
 		return nil, refusal
 	}
-	// Charged only now, under the verified runner id: a stranger naming
-	// someone else's runner cannot spend that runner's tokens.
-	if refusal := c.env.ChargeRunner(ctx, codec.RunnerKey(dev.RunnerID)); refusal != nil {
+	who := &caller{device: dev, proj: proj}
+	if owe {
+		who.admit = &store.Admission{Paired: &store.Paired{Owner: dev.Owner, Device: dev.Device}, Charge: c.env.RunnerCharge(dev.RunnerID)}
+	} else if refusal := c.env.ChargeRunner(ctx, codec.RunnerKey(dev.RunnerID)); refusal != nil {
+		// Charged only now, under the verified runner id: a stranger
+		// naming someone else's runner cannot spend that runner's tokens.
 		return nil, refusal
 	}
 	// A device the projection marks revoked is refused on every endpoint,
@@ -108,41 +127,11 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	if dev.Revoked {
 		return nil, protocol.Refuse(protocol.CodeRevoked, protocol.MsgRevoked)
 	}
-	consent, consented := proj.ConsentFor(dev.Owner, c.env.SiteID)
-	if !consented && req.Endpoint != "heartbeat" {
+	who.consent, who.consented = proj.ConsentFor(dev.Owner, c.env.SiteID)
+	if !who.consented && req.Endpoint != "heartbeat" {
 		return nil, protocol.Refuse(protocol.CodeRevoked, protocol.MsgRevoked)
 	}
-	return &caller{device: dev, proj: proj, consent: consent, consented: consented}, nil
-}
-
-// admissible authenticates, without a store call, a caller that the
-// projection alone lets through every step of authenticate but the
-// presence check and the rate charge: those are left owed, for the
-// caller's first store operation to check (its admission), in the order
-// authenticate checks them. Whatever they answer is what authenticate
-// would have, for the signature verifies and every later step passes.
-// Any other caller (nil) takes authenticate's own path, whose refusals
-// the projection alone cannot order.
-func (c *Codec) admissible(sig protocol.Signature, req *codec.Request) *caller {
-	if c.env.RunnerCharge == nil {
-		return nil
-	}
-	proj := c.env.Projection()
-	dev, approved := proj.DeviceFor(sig.CallerID)
-	if !approved || dev.Revoked {
-		return nil
-	}
-	consent, consented := proj.ConsentFor(dev.Owner, c.env.SiteID)
-	if !consented && req.Endpoint != "heartbeat" {
-		return nil
-	}
-	if c.env.Verify(sig, req.Endpoint, req.Body, dev.Device.Identity) != nil {
-		return nil
-	}
-	return &caller{device: dev, proj: proj, consent: consent, consented: consented, admit: &store.Admission{
-		Paired: &store.Paired{Owner: dev.Owner, Device: dev.Device},
-		Charge: c.env.RunnerCharge(dev.RunnerID),
-	}}
+	return who, nil
 }
 
 // refuse is a refusal given before the endpoint's store operation ran,

@@ -1,7 +1,6 @@
 package codec0
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -12,23 +11,15 @@ import (
 
 // storeError is the answer to an error from store operation op: the wire
 // refusal a store refusal maps to, or else a store failure.
-func storeError(op store.Op, err error) error {
-	var refused *store.Refusal
-	if errors.As(err, &refused) {
-		if refusal := wireRefusal(op, refused); refusal != nil {
-			return refusal
-		}
-	}
-	return codec.Failed(op, err)
-}
+func storeError(op store.Op, err error) error { return codec.StoreError(op, err, wireRefusal) }
 
 // wireRefusal is the one table from a store refusal to protocol "0"'s
 // answer: the reference's lease-scoped refusals (A7.2) with relayd's 403
 // "unauthorized" pairs (G1) and finished-job refusal (G9), the site
 // plane's (A11.3, A12.2), and relayd's stale-seal refusals (D11). A code
 // it does not know is no refusal of this protocol's, and answers as a
-// failure.
-func wireRefusal(op store.Op, r *store.Refusal) *protocol.Refusal {
+// failure; an admission's rate charge is answered by codec.StoreError.
+func wireRefusal(op store.Op, r *store.Refusal) codec.Refusal {
 	switch r.Code {
 	case store.RefusedNotFound:
 		return protocol.Refuse(protocol.CodeNotFound, protocol.MsgUnknownJob)
@@ -45,11 +36,9 @@ func wireRefusal(op store.Op, r *store.Refusal) *protocol.Refusal {
 	case store.RefusedIDTaken:
 		return protocol.Refuse(protocol.CodeForbidden, protocol.MsgIDTaken)
 	case store.RefusedUnknownRunner:
-		// An admission's presence check (admissible): the runner is not
+		// An admission's presence check (identify, owed): the runner is not
 		// paired as the projection has it, as authenticate would refuse.
 		return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerNotKnown)
-	case store.RefusedRateLimited:
-		return codec.RateLimited(r.RetryAfter)
 	case store.RefusedOtherDevice:
 		// The one code whose answer depends on the call. A payload sealed
 		// for an earlier holder gets the status and code of a late seal,

@@ -11,49 +11,27 @@ import (
 )
 
 // siteRoute is one site-plane route, whatever its types.
-type siteRoute interface {
-	serve(ctx context.Context, c *Codec, req *codec.Request, callerID string, site *codec.SiteCaller) (any, error)
+type siteRoute = codec.Route[*Codec, *codec.SiteCaller, *codec.Request]
+
+// forSite is the site route decode reads, admitSite lets through and
+// handle answers, its store write taking the site's owed charge (a read,
+// or a refusal before the write, pays it first: SiteCaller.Refuse).
+func forSite[Req codec.SiteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, *codec.SiteCaller, Req) (Resp, error)) siteRoute {
+	return codec.Endpoint(admitSite[Req], decode, handle)
 }
 
-// siteRequest is a decoded site-plane request, which names the site it
-// says it acts for.
-type siteRequest interface{ ForSite() string }
-
-// siteEndpoint is a site-plane route: decode reads the request (its body,
-// or the query of a read) and handle answers it, its store write taking
-// the site's owed charge (a read, or a refusal before the write, pays it
-// first: refuseSite).
-type siteEndpoint[Req siteRequest, Resp any] struct {
-	decode func(*codec.Request) (Req, error)
-	handle func(c *Codec, ctx context.Context, site *codec.SiteCaller, req Req) (Resp, error)
-}
-
-// forSite is the site route decode reads and handle answers.
-func forSite[Req siteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, *codec.SiteCaller, Req) (Resp, error)) siteRoute {
-	return siteEndpoint[Req, Resp]{decode: decode, handle: handle}
-}
-
-func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec.Request, callerID string, site *codec.SiteCaller) (any, error) {
-	v, err := e.decode(req)
-	if err != nil {
-		return nil, c.refuseSite(ctx, site, schemaRefusal())
+// admitSite refuses a request its schema does not read, one for another
+// site than the signer, and one from a site this relay does not route for.
+func admitSite[Req codec.SiteRequest](c *Codec, ctx context.Context, site *codec.SiteCaller, req Req, err error) error {
+	switch {
+	case err != nil:
+		return site.Refuse(ctx, c.env, schemaRefusal())
+	case req.ForSite() != site.SiteID:
+		return site.Refuse(ctx, c.env, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotYourSite))
+	case site.SiteID != c.env.SiteID:
+		return site.Refuse(ctx, c.env, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotRoutedForYou))
 	}
-	if v.ForSite() != callerID {
-		return nil, c.refuseSite(ctx, site, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotYourSite))
-	}
-	if callerID != c.env.SiteID {
-		return nil, c.refuseSite(ctx, site, protocol.Refuse(protocol.CodeForbidden, protocol.MsgNotRoutedForYou))
-	}
-	return answer(e.handle(c, ctx, site, v))
-}
-
-// refuseSite answers refusal, the site's owed charge taken first: over
-// its rate, the site is told so instead, as when it was charged first.
-func (c *Codec) refuseSite(ctx context.Context, site *codec.SiteCaller, refusal *protocol.Refusal) error {
-	if limited := site.Pay(ctx, c.env); limited != nil {
-		return limited
-	}
-	return refusal
+	return nil
 }
 
 // fromBody decodes a site route's request from its body.
@@ -70,30 +48,19 @@ func fromQuery(req *codec.Request) (protocol.SiteQuery, error) {
 
 // sitePlane runs the site-plane auth pipeline (A4) and then the route.
 func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRoute) (any, error) {
-	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderSite)
-	if !ok {
-		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned)
+	caller, err := c.env.AuthenticateSite(ctx, req, codec.SiteRefusals{
+		NotSigned:     func() codec.Refusal { return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned) },
+		NotRegistered: func() codec.Refusal { return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgSiteNotRegistered) },
+	})
+	if err != nil {
+		return nil, err
 	}
-	site, ok := c.env.Projection().SiteFor(sig.CallerID)
-	if !ok {
-		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgSiteNotRegistered)
-	}
-	// A rotated site's earlier keys still sign while they retire, on this
-	// protocol as on "2" (spec A8).
-	keys := site.VerifyingKeys(c.env.Clock.Now())
-	if refusal := c.env.VerifyAny(sig, "site/"+req.Endpoint, req.Body, keys); refusal != nil {
-		return nil, refusal
-	}
-	caller, refusal := c.env.NewSiteCaller(ctx, site)
-	if refusal != nil {
-		return nil, refusal
-	}
-	return route.serve(ctx, c, req, sig.CallerID, caller)
+	return route.Serve(ctx, c, caller, req)
 }
 
 func (c *Codec) enqueue(ctx context.Context, site *codec.SiteCaller, req protocol.EnqueueRequest) (protocol.EnqueueResponse, error) {
 	if keyID, ok := protocol.KeyIDOf(site.Site.Identity); !ok || req.Stub.Site != keyID {
-		return protocol.EnqueueResponse{}, c.refuseSite(ctx, site, protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgStubWrongSite))
+		return protocol.EnqueueResponse{}, site.Refuse(ctx, c.env, protocol.RefuseWith(http.StatusForbidden, protocol.CodeUnauthorized, protocol.MsgStubWrongSite))
 	}
 	res, err := c.env.Store.Enqueue(ctx, store.EnqueueInput{Proto: store.Proto0, SiteID: site.SiteID, Stub: req.Stub, Admit: site.Admission()})
 	if err != nil {

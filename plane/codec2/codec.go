@@ -94,14 +94,6 @@ func (c *Codec) Serve(ctx context.Context, req *codec.Request) (any, error) {
 	return nil, proto2.NotFoundPath()
 }
 
-// answer passes on a typed answer, or its error without the zero value.
-func answer[T any](v T, err error) (any, error) {
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
 // nonNil keeps an empty list an empty JSON array rather than null, which
 // the daemon's strict schemas refuse.
 func nonNil[T any](s []T) []T {

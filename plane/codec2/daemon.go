@@ -35,29 +35,21 @@ func (who *caller) admission() *store.Admission {
 }
 
 // daemonRoute is one signed daemon endpoint, whatever its types.
-type daemonRoute interface {
-	serve(ctx context.Context, c *Codec, who *caller, body []byte) (any, error)
-}
+type daemonRoute = codec.Route[*Codec, *caller, []byte]
 
-// daemonEndpoint is a signed daemon endpoint: decode reads its body and
-// handle answers the decoded request, its store call carrying the
-// caller's admission.
-type daemonEndpoint[Req, Resp any] struct {
-	decode func([]byte) (Req, error)
-	handle func(c *Codec, ctx context.Context, who *caller, req Req) (Resp, error)
-}
-
-// signed is the daemon endpoint decode reads and handle answers.
+// signed is the daemon endpoint decode reads and handle answers, its store
+// call carrying the caller's admission.
 func signed[Req, Resp any](decode func([]byte) (Req, error), handle func(*Codec, context.Context, *caller, Req) (Resp, error)) daemonRoute {
-	return daemonEndpoint[Req, Resp]{decode: decode, handle: handle}
+	return codec.Endpoint(decoded[Req], decode, handle)
 }
 
-func (e daemonEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, who *caller, body []byte) (any, error) {
-	req, err := e.decode(body)
+// decoded refuses a body the endpoint's schema does not read, the
+// caller's presence written first.
+func decoded[Req any](c *Codec, ctx context.Context, who *caller, _ Req, err error) error {
 	if err != nil {
-		return nil, c.refuse(ctx, who, proto2.SchemaRefusal())
+		return c.refuse(ctx, who, proto2.SchemaRefusal())
 	}
-	return answer(e.handle(c, ctx, who, req))
+	return nil
 }
 
 // daemonPlane authenticates the caller (§3.3, with decision D7) and runs
@@ -68,7 +60,7 @@ func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemo
 	if err != nil {
 		return nil, err
 	}
-	return route.serve(ctx, c, who, req.Body.Raw())
+	return route.Serve(ctx, c, who, req.Body.Raw())
 }
 
 // authenticate identifies and verifies a daemon-plane caller in the

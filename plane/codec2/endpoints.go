@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
@@ -26,7 +27,7 @@ func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest)
 		}
 	}
 	if c.opts.Grants.enrolled(who) {
-		return answer(c.authoredClaim(ctx, who, req, kinds))
+		return codec.Answer(c.authoredClaim(ctx, who, req, kinds))
 	}
 	jobs, err := c.env.Store.Claim(ctx, store.ClaimInput{
 		Proto: store.Proto2, RunnerID: who.device.RunnerID, Owner: who.device.Owner, Device: who.device.Device,

@@ -28,11 +28,11 @@ func (c *Codec) pair(ctx context.Context, r *codec.Request) (any, error) {
 	}
 	switch {
 	case req.Start != nil:
-		return answer(c.pairStart(ctx, *req.Start, r.ClientAddr))
+		return codec.Answer(c.pairStart(ctx, *req.Start, r.ClientAddr))
 	case req.Poll != nil:
-		return answer(c.pairPoll(ctx, *req.Poll))
+		return codec.Answer(c.pairPoll(ctx, *req.Poll))
 	}
-	return answer(c.pairFixture(ctx, *req.Fixture))
+	return codec.Answer(c.pairFixture(ctx, *req.Fixture))
 }
 
 // pairStart hands out a device code and a user code for a keypair (§5.3).

@@ -1,7 +1,6 @@
 package codec2
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/byollm/relayd/plane/codec"
@@ -42,26 +41,14 @@ func holderWithdrew() *proto2.Refusal {
 
 // storeError is the answer to an error from store operation op: the wire
 // refusal a store refusal maps to, or else a store failure.
-func storeError(op store.Op, err error) error {
-	var refused *store.Refusal
-	if errors.As(err, &refused) {
-		if refused.Code == store.RefusedRateLimited {
-			// An admission's charge: the limiter's own answer.
-			return codec.RateLimited(refused.RetryAfter)
-		}
-		if refusal := wireRefusal(op, refused); refusal != nil {
-			return refusal
-		}
-	}
-	return codec.Failed(op, err)
-}
+func storeError(op store.Op, err error) error { return codec.StoreError(op, err, wireRefusal) }
 
 // wireRefusal is the one table from a store refusal to protocol "2"'s
 // answer (§3.7, §3.12, §3.17): holder refusals are 403 forbidden, a
 // finished job is 409 too-late, relayd's stale-seal refusal (D11) is the
 // late seal's 409, and its withdrawn-consent refusal (D12) a 403. A code
 // it does not know answers as a failure.
-func wireRefusal(op store.Op, r *store.Refusal) *proto2.Refusal {
+func wireRefusal(op store.Op, r *store.Refusal) codec.Refusal {
 	switch r.Code {
 	case store.RefusedNotFound:
 		return proto2.UnknownJob()

@@ -11,46 +11,25 @@ import (
 )
 
 // siteRoute is one site-plane route, whatever its types.
-type siteRoute interface {
-	serve(ctx context.Context, c *Codec, req *codec.Request, site *codec.SiteCaller) (any, error)
+type siteRoute = codec.Route[*Codec, *codec.SiteCaller, *codec.Request]
+
+// forSite is the site route decode reads, admitSite lets through and
+// handle answers, its store write taking the site's owed charge (a read,
+// or a refusal before the write, pays it first: SiteCaller.Refuse).
+func forSite[Req codec.SiteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, *codec.SiteCaller, Req) (Resp, error)) siteRoute {
+	return codec.Endpoint(admitSite[Req], decode, handle)
 }
 
-// siteRequest is a decoded site-plane request, which names the site it
-// says it acts for.
-type siteRequest interface{ ForSite() string }
-
-// siteEndpoint is a site-plane route: decode reads the request (its body,
-// or the query of a read) and handle answers it, its store write taking
-// the site's owed charge (a read, or a refusal before the write, pays it
-// first: refuseSite).
-type siteEndpoint[Req siteRequest, Resp any] struct {
-	decode func(*codec.Request) (Req, error)
-	handle func(c *Codec, ctx context.Context, site *codec.SiteCaller, req Req) (Resp, error)
-}
-
-// forSite is the site route decode reads and handle answers.
-func forSite[Req siteRequest, Resp any](decode func(*codec.Request) (Req, error), handle func(*Codec, context.Context, *codec.SiteCaller, Req) (Resp, error)) siteRoute {
-	return siteEndpoint[Req, Resp]{decode: decode, handle: handle}
-}
-
-func (e siteEndpoint[Req, Resp]) serve(ctx context.Context, c *Codec, req *codec.Request, site *codec.SiteCaller) (any, error) {
-	v, err := e.decode(req)
-	if err != nil {
-		return nil, c.refuseSite(ctx, site, proto2.SchemaRefusal())
+// admitSite refuses a request its schema does not read and one for another
+// site than the signer.
+func admitSite[Req codec.SiteRequest](c *Codec, ctx context.Context, site *codec.SiteCaller, req Req, err error) error {
+	switch {
+	case err != nil:
+		return site.Refuse(ctx, c.env, proto2.SchemaRefusal())
+	case req.ForSite() != site.SiteID:
+		return site.Refuse(ctx, c.env, proto2.NotYourSite())
 	}
-	if v.ForSite() != site.SiteID {
-		return nil, c.refuseSite(ctx, site, proto2.NotYourSite())
-	}
-	return answer(e.handle(c, ctx, site, v))
-}
-
-// refuseSite answers refusal, the site's owed charge taken first: over
-// its rate, the site is told so instead, as when it was charged first.
-func (c *Codec) refuseSite(ctx context.Context, site *codec.SiteCaller, refusal *proto2.Refusal) error {
-	if limited := site.Pay(ctx, c.env); limited != nil {
-		return limited
-	}
-	return refusal
+	return nil
 }
 
 // The decoded requests name their site.
@@ -85,30 +64,21 @@ func fromQuery(req *codec.Request) (siteQuery, error) {
 // sitePlane authenticates a site (§3.4): any registered site may call,
 // signing with its current key or, while they retire, its earlier ones.
 func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRoute) (any, error) {
-	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderSite)
-	if !ok {
-		return nil, proto2.NotSigned()
+	caller, err := c.env.AuthenticateSite(ctx, req, codec.SiteRefusals{
+		NotSigned:     func() codec.Refusal { return proto2.NotSigned() },
+		NotRegistered: func() codec.Refusal { return proto2.SiteNotRegistered() },
+	})
+	if err != nil {
+		return nil, err
 	}
-	site, ok := c.env.Projection().SiteFor(sig.CallerID)
-	if !ok {
-		return nil, proto2.SiteNotRegistered()
-	}
-	keys := site.VerifyingKeys(c.env.Clock.Now())
-	if refusal := c.env.VerifyAny(sig, "site/"+req.Endpoint, req.Body, keys); refusal != nil {
-		return nil, refusal
-	}
-	caller, refusal := c.env.NewSiteCaller(ctx, site)
-	if refusal != nil {
-		return nil, refusal
-	}
-	return route.serve(ctx, c, req, caller)
+	return route.Serve(ctx, c, caller, req)
 }
 
 // enqueue publishes a stub that names the signing site's current key
 // (§3.11); a republish of (site, id) answers the existing job's state.
 func (c *Codec) enqueue(ctx context.Context, site *codec.SiteCaller, req enqueueRequest) (proto2.EnqueueResponse, error) {
 	if req.Stub.Site != keyID(site.Site) {
-		return proto2.EnqueueResponse{}, c.refuseSite(ctx, site, proto2.StubWrongSite())
+		return proto2.EnqueueResponse{}, site.Refuse(ctx, c.env, proto2.StubWrongSite())
 	}
 	s := req.Stub
 	stub := protocol.JobStub{
@@ -129,11 +99,11 @@ func (c *Codec) enqueue(ctx context.Context, site *codec.SiteCaller, req enqueue
 // payload reaches a device that stopped serving the site.
 func (c *Codec) payload(ctx context.Context, site *codec.SiteCaller, req payloadRequest) (proto2.PayloadResponse, error) {
 	if refusal := proto2.EnvelopeTooLarge(req.Envelope); refusal != nil {
-		return proto2.PayloadResponse{}, c.refuseSite(ctx, site, refusal)
+		return proto2.PayloadResponse{}, site.Refuse(ctx, c.env, refusal)
 	}
 	proj := c.env.Projection()
 	if dev, known := proj.DeviceByKeyID(req.Envelope.RecipientKeyID); withdrawn(proj, site.SiteID, dev, known) {
-		return proto2.PayloadResponse{}, c.refuseSite(ctx, site, holderWithdrew())
+		return proto2.PayloadResponse{}, site.Refuse(ctx, c.env, holderWithdrew())
 	}
 	if err := c.env.Store.Payload(ctx, store.PayloadInput{JobID: req.JobID, SiteID: site.SiteID, Envelope: req.Envelope, Admit: site.Admission()}); err != nil {
 		return proto2.PayloadResponse{}, storeError(store.OpPayload, err)

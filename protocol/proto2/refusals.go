@@ -44,6 +44,11 @@ func (r *Refusal) Error() string {
 	return strings.TrimSuffix(string(r.Body.Error)+": "+r.Body.Message, ": ")
 }
 
+// Wire is the refusal as a writer sends it, as protocol.Refusal's Wire is.
+func (r *Refusal) Wire() (status int, body any, retryAfter int64) {
+	return r.Status, r.Body, r.Body.RetryAfter
+}
+
 // FromV0 carries one of relayd's shared refusals (clock-skew, rate-limited,
 // store unavailable, body too large, …) into a v2 answer unchanged.
 func FromV0(r *protocol.Refusal) *Refusal {
