@@ -23,12 +23,14 @@ run:
 demo:
 	$(GO) run ./cmd/relayd-demo --relay http://127.0.0.1:8080 --keys deploy/demo-keys.json
 
-## test: vet, formatting, and every test with the race detector
+## test: vet, formatting, every test with the race detector, then the store
+## contract on Redis without it (the race pass ran the same Go on Valkey)
 test:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -race -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -run '^TestContractRedis$$' ./store/valkey/
 
 ## test-short: the tests without the race detector, for a quick loop
 test-short:

@@ -1,0 +1,5 @@
+//go:build !race
+
+package valkey
+
+const raceEnabled = false
