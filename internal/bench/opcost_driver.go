@@ -13,7 +13,8 @@ import (
 // ones that had other names then (and newOpDriver) are in opcost_store.go
 // for this tree and in opcost_store7f.go, built only with -tags opcost7f,
 // for a checkout of that commit with the opcost files copied in
-// (docs/performance.md).
+// (docs/performance.md). Those two stay alike in shape on purpose: the old
+// tree's API (other method and input type names) forces the second copy.
 type storeDriver struct {
 	st    store.RoutingStore
 	party opParty
