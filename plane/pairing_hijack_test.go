@@ -64,6 +64,18 @@ func (b *bundle) markApproved(t *testing.T, userCode string, device protocol.Pub
 	require.Equal(t, http.StatusOK, resp.StatusCode, "approval: %s", answer)
 }
 
+// eachStoreFromAddresses runs test on each store, with both protocols, on a
+// relay that trusts X-Forwarded-For so that pairings can come from
+// daemonAddr or attackerAddr; device is the identity of the "stranger" keys,
+// which the fixture lists nowhere until a test projects it.
+func eachStoreFromAddresses(t *testing.T, test func(t *testing.T, b *bundle, device protocol.PublicIdentity)) {
+	opts := bothProtocols()
+	opts.TrustForwardedFor = true
+	eachStore(t, opts, func(t *testing.T, b *bundle) {
+		test(t, b, b.keys["stranger"].Public())
+	})
+}
+
 // attackerCaps are capabilities the real daemon never offered.
 func attackerCaps() []proto2.Capability {
 	caps := capabilities2(protocol.KindChat)
@@ -77,10 +89,7 @@ func attackerCaps() []proto2.Capability {
 // one code per keypair), the attacker's poll never answers approved, and
 // the presence written at approval holds the real daemon's capabilities.
 func TestD13_AStartFromAnotherAddressCannotCancelOrCollectAPairing(t *testing.T) {
-	opts := bothProtocols()
-	opts.TrustForwardedFor = true
-	eachStore(t, opts, func(t *testing.T, b *bundle) {
-		device := b.keys["stranger"].Public()
+	eachStoreFromAddresses(t, func(t *testing.T, b *bundle, device protocol.PublicIdentity) {
 		mine := b.startFrom(t, daemonAddr, device, capabilities2())
 		theirs := b.startFrom(t, attackerAddr, device, attackerCaps())
 		require.Equal(t, "pending", b.pollFrom(t, daemonAddr, mine.DeviceCode), "the real code is not cancelled")
@@ -116,10 +125,7 @@ func TestD13_AStartFromAnotherAddressCannotCancelOrCollectAPairing(t *testing.T)
 // was started before it; with a second code beside it nobody can tell
 // which is the device's, so neither collects until one is marked.
 func TestD13_AHandWrittenApprovalCollectsOnlyALoneCode(t *testing.T) {
-	opts := bothProtocols()
-	opts.TrustForwardedFor = true
-	eachStore(t, opts, func(t *testing.T, b *bundle) {
-		device := b.keys["stranger"].Public()
+	eachStoreFromAddresses(t, func(t *testing.T, b *bundle, device protocol.PublicIdentity) {
 		mine := b.startFrom(t, daemonAddr, device, capabilities2())
 		theirs := b.startFrom(t, attackerAddr, device, attackerCaps())
 		b.project(t, withDevice("stranger", "alice", "runner_dave"))
@@ -136,10 +142,7 @@ func TestD13_AHandWrittenApprovalCollectsOnlyALoneCode(t *testing.T) {
 // with the same keys; its new code replaces the old one, as the
 // reference's does, and pairs.
 func TestD13_ARestartedDaemonReplacesItsOwnCode(t *testing.T) {
-	opts := bothProtocols()
-	opts.TrustForwardedFor = true
-	eachStore(t, opts, func(t *testing.T, b *bundle) {
-		device := b.keys["stranger"].Public()
+	eachStoreFromAddresses(t, func(t *testing.T, b *bundle, device protocol.PublicIdentity) {
 		theirs := b.startFrom(t, attackerAddr, device, attackerCaps())
 		killed := b.startFrom(t, daemonAddr, device, capabilities2())
 		restarted := b.startFrom(t, daemonAddr, device, capabilities2())
@@ -156,10 +159,7 @@ func TestD13_ARestartedDaemonReplacesItsOwnCode(t *testing.T) {
 // its own address; a fifth address is refused as a start at capacity is,
 // and an address that holds one may always start again.
 func TestD13_OneDeviceHoldsABoundedNumberOfCodes(t *testing.T) {
-	opts := bothProtocols()
-	opts.TrustForwardedFor = true
-	eachStore(t, opts, func(t *testing.T, b *bundle) {
-		device := b.keys["stranger"].Public()
+	eachStoreFromAddresses(t, func(t *testing.T, b *bundle, device protocol.PublicIdentity) {
 		for _, addr := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3", daemonAddr} {
 			b.startFrom(t, addr, device, capabilities2())
 		}

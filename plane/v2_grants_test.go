@@ -120,13 +120,28 @@ func withGrants(t *testing.T, signer testSigner, counts *grantCounts, mods ...fi
 // own from withGrants and counts (and logs) of its own.
 func eachStoreWithGrants(t *testing.T, signer testSigner, mods []fixtureMod, test func(t *testing.T, b *bundle, counts *grantCounts)) {
 	t.Helper()
+	eachStoreWithWrappedGrants(t, signer, mods, nil, test)
+}
+
+// eachStoreWithWrappedGrants is eachStoreWithGrants with the store under
+// the relay wrapped by wrap, when it is not nil. wrap is given the subtest's
+// t and reaches the bundle through b once setup has built it, for a hook
+// that fires mid-request; the test finds the wrapper as b.store.
+func eachStoreWithWrappedGrants(t *testing.T, signer testSigner, mods []fixtureMod,
+	wrap func(t *testing.T, s store.RoutingStore, b func() *bundle) store.RoutingStore, test func(t *testing.T, b *bundle, counts *grantCounts)) {
+	t.Helper()
 	for _, sf := range storeFactories {
 		t.Run(sf.name, func(t *testing.T) {
 			t.Parallel()
 			counts := &grantCounts{}
 			opts := withGrants(t, signer, counts, mods...)
 			opts.Logger = slog.New(slog.NewJSONHandler(&counts.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			test(t, setup(t, sf.make, opts), counts)
+			var b *bundle
+			if wrap != nil {
+				opts.WrapStore = func(s store.RoutingStore) store.RoutingStore { return wrap(t, s, func() *bundle { return b }) }
+			}
+			b = setup(t, sf.make, opts)
+			test(t, b, counts)
 		})
 	}
 }
@@ -231,31 +246,27 @@ func TestGrants_EnrolledDeviceRunsATeamJobWithAVerifiedGrant(t *testing.T) {
 func TestGrants_ASettleThatFailsAnswersNothing(t *testing.T) {
 	signer := newTestSigner(t)
 	mods := append(aliceOnBobsEcho(), enrolled("runner_bob", signer.grantKey(t)))
-	for _, sf := range storeFactories {
-		t.Run(sf.name, func(t *testing.T) {
-			t.Parallel()
-			counts := &grantCounts{}
-			opts := withGrants(t, signer, counts, mods...)
-			failing := &failingSettle{}
-			opts.WrapStore = func(s store.RoutingStore) store.RoutingStore { failing.RoutingStore = s; return failing }
-			b := setup(t, sf.make, opts)
-			site := b.site2(t, "site", siteMain)
-			site.enqueued(t, site.stub2(t, "alice-job", "alice"))
-			requireAnswer(t, b.device2(t, "bob").claimWith(t, teamEcho(), 0), http.StatusOK, `{"jobs":[],"leaseMs":60000}`)
-			require.Equal(t, 2, int(failing.calls.Load()), "retried once")
-			require.Equal(t, 1, counts.failures)
-			requireAnswer(t, site.get(t, "pending"), http.StatusOK, `{"jobs":[]}`)
-			b.advance(protocol.AwaitingPayloadMs * time.Millisecond)
-			_, err := b.store.Sweep(b.ctx)
-			require.NoError(t, err)
-			j, ok, err := b.store.Job(b.ctx, siteMain, "alice-job")
-			require.NoError(t, err)
-			require.True(t, ok)
-			require.Equal(t, store.Queued, j.State)
-			require.Empty(t, j.ReofferTo)
-			require.Zero(t, j.SealAttempts)
-		})
+	wrap := func(_ *testing.T, s store.RoutingStore, _ func() *bundle) store.RoutingStore {
+		return &failingSettle{RoutingStore: s}
 	}
+	eachStoreWithWrappedGrants(t, signer, mods, wrap, func(t *testing.T, b *bundle, counts *grantCounts) {
+		failing := b.store.(*failingSettle)
+		site := b.site2(t, "site", siteMain)
+		site.enqueued(t, site.stub2(t, "alice-job", "alice"))
+		requireAnswer(t, b.device2(t, "bob").claimWith(t, teamEcho(), 0), http.StatusOK, `{"jobs":[],"leaseMs":60000}`)
+		require.Equal(t, 2, int(failing.calls.Load()), "retried once")
+		require.Equal(t, 1, counts.failures)
+		requireAnswer(t, site.get(t, "pending"), http.StatusOK, `{"jobs":[]}`)
+		b.advance(protocol.AwaitingPayloadMs * time.Millisecond)
+		_, err := b.store.Sweep(b.ctx)
+		require.NoError(t, err)
+		j, ok, err := b.store.Job(b.ctx, siteMain, "alice-job")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, store.Queued, j.State)
+		require.Empty(t, j.ReofferTo)
+		require.Zero(t, j.SealAttempts)
+	})
 }
 
 // failingSettle is a store whose SettleGrants cannot answer.
@@ -306,32 +317,25 @@ func TestGrants_ATransientDeclineWaitsThirtySeconds(t *testing.T) {
 func TestGrants_APermanentDeclineRefusesTheJobForTheRunner(t *testing.T) {
 	signer := newTestSigner(t)
 	mods := append(aliceOnBobsEcho(), enrolled("runner_bob", signer.grantKey(t)))
-	for _, sf := range storeFactories {
-		t.Run(sf.name, func(t *testing.T) {
-			t.Parallel()
-			counts := &grantCounts{}
-			var b *bundle
-			opts := withGrants(t, signer, counts, mods...)
-			opts.WrapStore = func(s store.RoutingStore) store.RoutingStore {
-				return claimHook{s, func() { b.project(t, withoutRoster("bob")) }}
-			}
-			b = setup(t, sf.make, opts)
-			site := b.site2(t, "site", siteMain)
-			site.enqueued(t, site.stub2(t, "alice-job", "alice"))
-			require.Empty(t, decodeClaim(t, b.device2(t, "bob").claimWith(t, teamEcho(), 0)))
-			require.Equal(t, []string{"not-a-member"}, counts.reasons())
-			j, ok, err := b.store.Job(b.ctx, siteMain, "alice-job")
-			require.NoError(t, err)
-			require.True(t, ok)
-			require.Equal(t, store.Queued, j.State)
-			require.Equal(t, []string{"runner_bob"}, j.RefusedBy)
-			require.Empty(t, j.RetryAfter)
-			requireAnswer(t, site.get(t, "pending"), http.StatusOK, `{"jobs":[]}`)
-			jobs := b.device2(t, "alice").claimed(t, 8)
-			require.Len(t, jobs, 1, "alice's own device, not enrolled, still takes it")
-			require.Nil(t, jobs[0].Grant)
-		})
+	wrap := func(t *testing.T, s store.RoutingStore, b func() *bundle) store.RoutingStore {
+		return claimHook{s, func() { b().project(t, withoutRoster("bob")) }}
 	}
+	eachStoreWithWrappedGrants(t, signer, mods, wrap, func(t *testing.T, b *bundle, counts *grantCounts) {
+		site := b.site2(t, "site", siteMain)
+		site.enqueued(t, site.stub2(t, "alice-job", "alice"))
+		require.Empty(t, decodeClaim(t, b.device2(t, "bob").claimWith(t, teamEcho(), 0)))
+		require.Equal(t, []string{"not-a-member"}, counts.reasons())
+		j, ok, err := b.store.Job(b.ctx, siteMain, "alice-job")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, store.Queued, j.State)
+		require.Equal(t, []string{"runner_bob"}, j.RefusedBy)
+		require.Empty(t, j.RetryAfter)
+		requireAnswer(t, site.get(t, "pending"), http.StatusOK, `{"jobs":[]}`)
+		jobs := b.device2(t, "alice").claimed(t, 8)
+		require.Len(t, jobs, 1, "alice's own device, not enrolled, still takes it")
+		require.Nil(t, jobs[0].Grant)
+	})
 }
 
 // claimHook runs after each store claim returns, before the codec authors.

@@ -11,15 +11,11 @@ import (
 	"github.com/byollm/relayd/store/valkey"
 )
 
-// storeDriver drives the store API as of 7f63abf, where the operations had
-// other names (Seen, Seal, TakePayload, Complete, Awaiting, Finished) and
-// there was no heartbeat. Built only with -tags opcost7f, in a checkout of
-// that commit with the opcost files copied in (docs/performance.md).
-type storeDriver struct {
-	st    store.RoutingStore
-	party opParty
-}
-
+// newOpDriver drives the store API as of 7f63abf, where the operations
+// had other names (Seen, Seal, TakePayload, Complete, Awaiting, Finished)
+// and there was no heartbeat. Built only with -tags opcost7f, in a checkout
+// of that commit with the opcost files copied in (docs/performance.md).
+// The calls that did not change since are in opcost_driver.go.
 func newOpDriver(ctx context.Context, addr, prefix string) (opDriver, error) {
 	st, err := valkey.New(ctx, valkey.Options{Addrs: []string{addr}, KeyPrefix: prefix})
 	if err != nil {
@@ -33,34 +29,8 @@ func newOpDriver(ctx context.Context, addr, prefix string) (opDriver, error) {
 	return d, nil
 }
 
-func (d *storeDriver) enqueue(ctx context.Context, site, id string, deadline int64) error {
-	_, err := d.st.Enqueue(ctx, store.EnqueueInput{SiteID: site, Stub: d.party.stub(id, deadline)})
-	return err
-}
-
-func (d *storeDriver) presence(ctx context.Context) error {
-	_, _, err := d.st.Presence(ctx, d.party.runner)
-	return err
-}
-
-func (d *storeDriver) claim(ctx context.Context, site string) (string, string, error) {
-	granted, err := d.st.Claim(ctx, store.ClaimInput{RunnerID: d.party.runner, Owner: d.party.owner, Device: d.party.device,
-		Routes: []store.Route{{SiteID: site, Owner: d.party.owner}}, Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: opLeaseMs, Touch: true})
-	if err != nil {
-		return "", "", err
-	}
-	if len(granted) != 1 {
-		return "", "", fmt.Errorf("claim granted %d jobs, not one", len(granted))
-	}
-	return granted[0].ID, granted[0].Lease.ID, nil
-}
-
 func (d *storeDriver) payload(ctx context.Context, site, jobID string, deadline int64) error {
 	return d.st.Seal(ctx, store.SealInput{JobID: jobID, SiteID: site, Envelope: d.party.envelope(protocol.DirectionPayload, deadline)})
-}
-
-func (d *storeDriver) lease(_, jobID, leaseID string) store.LeaseInput {
-	return store.LeaseInput{JobID: jobID, RunnerID: d.party.runner, LeaseID: leaseID, Touch: true}
 }
 
 func (d *storeDriver) fetch(ctx context.Context, site, jobID, leaseID string) error {
@@ -82,11 +52,6 @@ func (d *storeDriver) result(ctx context.Context, site, jobID, leaseID string, d
 	return err
 }
 
-func (d *storeDriver) sweep(ctx context.Context) error {
-	_, err := d.st.Sweep(ctx)
-	return err
-}
-
 func (d *storeDriver) pending(ctx context.Context, site string) error {
 	_, err := d.st.Awaiting(ctx, site)
 	return err
@@ -96,5 +61,3 @@ func (d *storeDriver) results(ctx context.Context, site string) error {
 	_, err := d.st.Finished(ctx, site)
 	return err
 }
-
-func (d *storeDriver) close() { d.st.Close() }

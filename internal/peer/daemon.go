@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/byollm/relayd/protocol"
 )
@@ -20,60 +17,19 @@ const DaemonVersion = "relayd-client/0"
 // opens their payloads, and returns sealed results. It is safe for
 // concurrent use.
 type Daemon struct {
-	*Transport
-	sealer       Sealer
-	keys         Keys
-	basePath     string
-	pollInterval time.Duration
-	fetchWait    time.Duration
-	kinds        []string
-
-	mu       sync.Mutex
-	runnerID string
-	site     *protocol.PublicIdentity // pinned at pair
+	device
+	site *protocol.PublicIdentity // pinned at pair, under device.mu
 }
 
 // NewDaemon builds a daemon with keys. runnerID may be empty: Pair sets it
 // from the relay's answer. Set it up front to call endpoints as a runner
 // that has not paired (the relay should refuse).
 func NewDaemon(cfg Config, keys Keys, runnerID string) (*Daemon, error) {
-	t, err := NewTransport(cfg)
-	if err != nil {
+	d := &Daemon{}
+	if err := d.init(cfg, keys, runnerID); err != nil {
 		return nil, err
 	}
-	d := &Daemon{
-		Transport:    t,
-		keys:         keys,
-		basePath:     DefaultBasePath,
-		pollInterval: cfg.PollInterval,
-		fetchWait:    cfg.FetchWait,
-		kinds:        append([]string(nil), cfg.Kinds...),
-		runnerID:     runnerID,
-	}
-	if cfg.BasePath != "" {
-		d.basePath = strings.TrimRight(cfg.BasePath, "/")
-	}
-	if d.pollInterval <= 0 {
-		d.pollInterval = DefaultPollInterval
-	}
-	if d.fetchWait <= 0 {
-		d.fetchWait = DefaultFetchWait
-	}
-	if len(d.kinds) == 0 {
-		d.kinds = []string{protocol.KindGenerate, protocol.KindChat}
-	}
 	return d, nil
-}
-
-// Keys returns the daemon's keys.
-func (d *Daemon) Keys() Keys { return d.keys }
-
-// RunnerID returns the runner id the daemon signs as ("" before Pair unless
-// given to NewDaemon).
-func (d *Daemon) RunnerID() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.runnerID
 }
 
 // SiteIdentity returns the pinned site identity, if any.
@@ -95,9 +51,6 @@ func (d *Daemon) PinSite(site protocol.PublicIdentity) {
 	d.site = &site
 }
 
-// Path returns the URL path of a daemon endpoint under the base path.
-func (d *Daemon) Path(endpoint string) string { return d.basePath + "/" + endpoint }
-
 // SignHeaders returns the x-byollm-runner signature headers for body sent
 // to endpoint (the name as signed, e.g. "claim"), issued now.
 func (d *Daemon) SignHeaders(endpoint string, body []byte) http.Header {
@@ -106,20 +59,13 @@ func (d *Daemon) SignHeaders(endpoint string, body []byte) http.Header {
 
 // SignHeadersAt is SignHeaders with an explicit issuedAt.
 func (d *Daemon) SignHeadersAt(endpoint string, body []byte, issuedAt int64) http.Header {
-	h := jsonHeader()
-	protocol.SignRequest(h, protocol.HeaderRunner, d.keys.identity, endpoint, d.RunnerID(), issuedAt, body)
-	return h
+	return d.sign(jsonHeader(), endpoint, body, issuedAt)
 }
 
 // Do POSTs body, signed, to endpoint and returns the raw response. The body
 // is sent as given, so it may be malformed or the wrong shape.
 func (d *Daemon) Do(ctx context.Context, endpoint string, body []byte) (RawResponse, error) {
-	return d.Raw(ctx, RawRequest{
-		Method: http.MethodPost,
-		Path:   d.Path(endpoint),
-		Header: d.SignHeaders(endpoint, body),
-		Body:   body,
-	})
+	return d.Raw(ctx, d.request(endpoint, d.SignHeaders(endpoint, body), body))
 }
 
 // post signs and sends a daemon request and decodes the answer into out.
@@ -128,21 +74,7 @@ func (d *Daemon) post(ctx context.Context, endpoint string, req, out any) error 
 	if err != nil {
 		return fmt.Errorf("%s: encode request: %w", endpoint, err)
 	}
-	return d.call(ctx, endpoint, RawRequest{
-		Method: http.MethodPost,
-		Path:   d.Path(endpoint),
-		Header: d.SignHeaders(endpoint, body),
-		Body:   body,
-	}, out, true)
-}
-
-// paired returns the runner id, or an error before there is one.
-func (d *Daemon) paired(endpoint string) (string, error) {
-	id := d.RunnerID()
-	if id == "" {
-		return "", fmt.Errorf("%s: no runner id: pair first", endpoint)
-	}
-	return id, nil
+	return d.call(ctx, endpoint, d.request(endpoint, d.SignHeaders(endpoint, body), body), out, true)
 }
 
 // Pair presents the device to the relay for owner with the unsigned fixture
@@ -160,12 +92,7 @@ func (d *Daemon) Pair(ctx context.Context, owner string) (protocol.PairResponse,
 		return protocol.PairResponse{}, fmt.Errorf("pair: encode request: %w", err)
 	}
 	var resp protocol.PairResponse
-	err = d.call(ctx, "pair", RawRequest{
-		Method: http.MethodPost,
-		Path:   d.Path("pair"),
-		Header: jsonHeader(),
-		Body:   body,
-	}, &resp, true)
+	err = d.call(ctx, "pair", d.request("pair", jsonHeader(), body), &resp, true)
 	if err != nil {
 		return protocol.PairResponse{}, err
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/byollm/relayd/clock"
@@ -25,18 +23,10 @@ const DaemonVersion2 = "0.1.1"
 // every answer is read with its strict decoders, as the published daemon
 // parses them. It is safe for concurrent use.
 type Daemon2 struct {
-	*Transport
-	sealer       Sealer
-	keys         Keys
-	basePath     string
-	pollInterval time.Duration
-	fetchWait    time.Duration
-	kinds        []string
-
-	mu       sync.Mutex
-	runnerID string
-	owner    string
-	sites    proto2.Keyed[protocol.PublicIdentity] // pinned, by site key id
+	device
+	// owner and sites are under device.mu.
+	owner string
+	sites proto2.Keyed[protocol.PublicIdentity] // pinned, by site key id
 }
 
 // NewDaemon2 builds a protocol "2" daemon with keys. runnerID may be empty:
@@ -44,42 +34,11 @@ type Daemon2 struct {
 // also be given its runner id and sites up front (PinSites), since "2"
 // lets a listed device call without pairing (§3.3).
 func NewDaemon2(cfg Config, keys Keys, runnerID string) (*Daemon2, error) {
-	t, err := NewTransport(cfg)
-	if err != nil {
+	d := &Daemon2{}
+	if err := d.init(cfg, keys, runnerID); err != nil {
 		return nil, err
 	}
-	d := &Daemon2{
-		Transport:    t,
-		keys:         keys,
-		basePath:     DefaultBasePath,
-		pollInterval: cfg.PollInterval,
-		fetchWait:    cfg.FetchWait,
-		kinds:        append([]string(nil), cfg.Kinds...),
-		runnerID:     runnerID,
-	}
-	if cfg.BasePath != "" {
-		d.basePath = strings.TrimRight(cfg.BasePath, "/")
-	}
-	if d.pollInterval <= 0 {
-		d.pollInterval = DefaultPollInterval
-	}
-	if d.fetchWait <= 0 {
-		d.fetchWait = DefaultFetchWait
-	}
-	if len(d.kinds) == 0 {
-		d.kinds = []string{protocol.KindGenerate, protocol.KindChat}
-	}
 	return d, nil
-}
-
-// Keys returns the daemon's keys.
-func (d *Daemon2) Keys() Keys { return d.keys }
-
-// RunnerID returns the runner id the daemon signs as.
-func (d *Daemon2) RunnerID() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.runnerID
 }
 
 // Owner returns the owner the relay paired the device to ("" before).
@@ -122,21 +81,23 @@ func (d *Daemon2) PinSites(sites proto2.Keyed[protocol.PublicIdentity]) error {
 	return nil
 }
 
-// Path returns the URL path of a daemon endpoint under the base path.
-func (d *Daemon2) Path(endpoint string) string { return d.basePath + "/" + endpoint }
-
 // SignHeaders returns the x-byollm-runner signature headers for body sent
 // to endpoint, issued now.
 func (d *Daemon2) SignHeaders(endpoint string, body []byte) http.Header {
+	return d.sign(jsonHeader2(), endpoint, body, d.IssuedAt())
+}
+
+// jsonHeader2 is the header set of a "2" request: a JSON body, and JSON
+// asked for back, as the published daemon sends.
+func jsonHeader2() http.Header {
 	h := jsonHeader()
 	h.Set("Accept", "application/json")
-	protocol.SignRequest(h, protocol.HeaderRunner, d.keys.identity, endpoint, d.RunnerID(), d.IssuedAt(), body)
 	return h
 }
 
 // Do POSTs body, signed, to endpoint and returns the raw response.
 func (d *Daemon2) Do(ctx context.Context, endpoint string, body []byte) (RawResponse, error) {
-	return d.Raw(ctx, RawRequest{Method: http.MethodPost, Path: d.Path(endpoint), Header: d.SignHeaders(endpoint, body), Body: body})
+	return d.Raw(ctx, d.request(endpoint, d.SignHeaders(endpoint, body), body))
 }
 
 // send2 encodes req as JSON.stringify would, posts it (signed unless it is
@@ -147,12 +108,11 @@ func send2[Resp any](ctx context.Context, d *Daemon2, endpoint string, signed bo
 	if err != nil {
 		return resp, fmt.Errorf("%s: encode request: %w", endpoint, err)
 	}
-	header := jsonHeader()
-	header.Set("Accept", "application/json")
+	header := jsonHeader2()
 	if signed {
 		header = d.SignHeaders(endpoint, body)
 	}
-	err = d.callDecode(ctx, endpoint, RawRequest{Method: http.MethodPost, Path: d.Path(endpoint), Header: header, Body: body},
+	err = d.callDecode(ctx, endpoint, d.request(endpoint, header, body),
 		func(b []byte) (err error) {
 			resp, err = decode(b)
 			return err
@@ -162,10 +122,10 @@ func send2[Resp any](ctx context.Context, d *Daemon2, endpoint string, signed bo
 
 // signed2 sends a paired daemon's request, built from its runner id.
 func signed2[Resp any](ctx context.Context, d *Daemon2, endpoint string, request func(runnerID string) any, decode func([]byte) (Resp, error)) (Resp, error) {
-	id := d.RunnerID()
-	if id == "" {
+	id, err := d.paired(endpoint)
+	if err != nil {
 		var zero Resp
-		return zero, fmt.Errorf("%s: no runner id: pair first", endpoint)
+		return zero, err
 	}
 	return send2(ctx, d, endpoint, true, request(id), decode)
 }
@@ -326,11 +286,8 @@ type Ran2 struct {
 // whose key id the stub names; a stub naming no pinned site fails at the
 // open step without a fetch.
 func (d *Daemon2) Work(ctx context.Context, job proto2.ClaimedStub, run RunFunc, steps Steps) (Ran2, error) {
-	site, ok := d.SiteFor(job.Site)
-	w := &work{
-		h: d, keys: d.keys, sealer: &d.sealer, every: d.pollInterval, limit: d.fetchWait, steps: steps,
-		lease: protocol.LeaseRef{JobID: job.ID, LeaseID: job.Lease.ID}, deadlineAt: job.DeadlineAt, site: site, pinned: ok,
-	}
+	w := d.newWork(d, steps, protocol.LeaseRef{JobID: job.ID, LeaseID: job.Lease.ID}, job.DeadlineAt)
+	w.site, w.pinned = d.SiteFor(job.Site)
 	worked, err := w.run(ctx, run)
 	return Ran2{Job: job, Worked: worked}, err
 }

@@ -120,11 +120,8 @@ func (d *Daemon) RunOnce(ctx context.Context, run RunFunc) (Ran, bool, error) {
 // failure releases it with reason "backend-down". Every failure comes back
 // as a *StepError naming the step.
 func (d *Daemon) Work(ctx context.Context, job protocol.ClaimedStub, run RunFunc, steps Steps) (Ran, error) {
-	site, ok := d.SiteIdentity()
-	w := &work{
-		h: d, keys: d.keys, sealer: &d.sealer, every: d.pollInterval, limit: d.fetchWait, steps: steps,
-		lease: protocol.LeaseRef{JobID: job.ID, LeaseID: job.Lease.ID}, deadlineAt: job.DeadlineAt, site: site, pinned: ok,
-	}
+	w := d.newWork(d, steps, protocol.LeaseRef{JobID: job.ID, LeaseID: job.Lease.ID}, job.DeadlineAt)
+	w.site, w.pinned = d.SiteIdentity()
 	worked, err := w.run(ctx, run)
 	return Ran{Job: job, Worked: worked}, err
 }

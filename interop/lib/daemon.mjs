@@ -66,11 +66,11 @@ export class Daemon {
   }
 
   /**
-   * `byollm connect <url>`: start the device-code flow, hand the printed user
-   * code to `approve`, and wait for the poll to pair.
+   * Spawns `byollm connect <url>` logging as `logName` and waits for the user
+   * code it prints; a connect that exits first fails.
    */
-  async connect(url, { approve, logDir, timeoutMs = 25_000, name, logName }) {
-    const proc = this.spawn(logName ?? name ?? "byollm-connect", ["connect", url, "--name", "interop-daemon"], logDir);
+  async startConnect(url, logName, logDir, timeoutMs) {
+    const proc = this.spawn(logName, ["connect", url, "--name", "interop-daemon"], logDir);
     const userCode = await waitFor(
       "the daemon to print a user code",
       () => {
@@ -79,6 +79,15 @@ export class Daemon {
       },
       { timeoutMs },
     );
+    return { proc, userCode };
+  }
+
+  /**
+   * `byollm connect <url>`: start the device-code flow, hand the printed user
+   * code to `approve`, and wait for the poll to pair.
+   */
+  async connect(url, { approve, logDir, timeoutMs = 25_000, name, logName }) {
+    const { proc, userCode } = await this.startConnect(url, logName ?? name ?? "byollm-connect", logDir, timeoutMs);
     const approved = await approve(userCode);
     const exit = await exitOf(proc, timeoutMs);
     const out = proc.out.replace(ANSI, "");
@@ -97,15 +106,7 @@ export class Daemon {
    * nothing it holds in memory survives. Returns the code it printed.
    */
   async connectThenKill(url, { logDir, timeoutMs = 25_000 }) {
-    const proc = this.spawn("byollm-connect-killed", ["connect", url, "--name", "interop-daemon"], logDir);
-    const userCode = await waitFor(
-      "the daemon to print a user code",
-      () => {
-        if (proc.exit) throw new Error(`connect exited early: ${proc.out}${proc.err}`);
-        return proc.out.replace(ANSI, "").match(USER_CODE)?.[1];
-      },
-      { timeoutMs },
-    );
+    const { proc, userCode } = await this.startConnect(url, "byollm-connect-killed", logDir, timeoutMs);
     // SIGKILL to its group at once: no handler runs, nothing is tidied up.
     process.kill(-proc.child.pid, "SIGKILL");
     await proc.exited;
