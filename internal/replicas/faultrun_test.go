@@ -46,9 +46,10 @@ func faultRunEvery(t *testing.T) time.Duration {
 }
 
 // minFaultsPerRun is how many faults a run meets however fast it goes:
-// the schedule also strikes when the run reaches each of as many evenly
-// spaced shares of its jobs, so a small run on a quick machine still meets
-// two faults of each kind before it ends.
+// the schedule also strikes when the run reaches each of the first as many
+// tenths of its jobs, so a small run on a quick machine still meets two
+// faults of each kind, with time to spare for a replica's restart, before
+// it ends.
 const minFaultsPerRun = 4
 
 // faultRunTTL is a job's deadline. A job must finish before it (or Check
@@ -109,10 +110,9 @@ type faultSchedule struct {
 }
 
 // strike runs the schedule until the workload ends: fault k strikes an
-// interval after fault k-1, or earlier once the run has collected
-// k/(minFaultsPerRun+1) of its jobs, for the first minFaultsPerRun; a
-// killed replica comes back half an interval later, or earlier at half a
-// share more.
+// interval after fault k-1, or earlier once the run has collected k
+// tenths of its jobs, for the first minFaultsPerRun; a killed replica
+// comes back half an interval later, or earlier at a twentieth more.
 func (s *faultSchedule) strike(t *testing.T) *faultSchedule {
 	t.Helper()
 	for k := 1; ; k++ {
@@ -127,14 +127,15 @@ func (s *faultSchedule) strike(t *testing.T) *faultSchedule {
 	}
 }
 
-// share is the number of results that mark half-share h of the first
-// minFaultsPerRun faults' shares, or more than the run has once past them.
+// share is the number of results that make h twentieths of the run while
+// the first minFaultsPerRun faults are due, or more than the run has once
+// past them, where only the interval counts.
 func (s *faultSchedule) share(h int) int {
 	jobs := s.run.Progress().Jobs
 	if h > 2*minFaultsPerRun+1 {
 		return jobs + 1
 	}
-	return jobs * h / (2 * (minFaultsPerRun + 1))
+	return jobs * h / 20
 }
 
 // waitTurn waits for d or until target results are collected, and reports
