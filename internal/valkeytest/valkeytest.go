@@ -240,7 +240,7 @@ func (s *Server) Restart(t testing.TB) {
 		t.Skip("valkeytest: this server was not started here and cannot be restarted")
 	}
 	for _, p := range s.procs {
-		if err := p.start(); err != nil {
+		if err := p.restart(); err != nil {
 			t.Fatalf("valkeytest: restarting %s: %v", p.addr, err)
 		}
 	}
@@ -368,6 +368,20 @@ func (p *process) start() error {
 			return fmt.Errorf("server at %s did not answer PING in time", p.addr)
 		default:
 		}
+	}
+}
+
+// restart starts a stopped node again on its port. A child the killed
+// server forked (an AOF rewrite) keeps its listening socket until it sees
+// its parent gone, so a refused bind is tried again for a while.
+func (p *process) restart() error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := p.start()
+		if err == nil || !strings.Contains(err.Error(), "Address already in use") || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
