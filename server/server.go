@@ -96,17 +96,8 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	go func() { errs <- serve(adminSrv, adminLn) }()
 	// The store closes only once every loop that calls it has returned, so
 	// a sweep under way at shutdown finishes on an open client.
-	var loops sync.WaitGroup
+	loops := startLoops(bg, cfg, st, src, hooks, logger)
 	defer loops.Wait()
-	loops.Go(func() {
-		if err := src.Run(bg); err != nil && !errors.Is(err, context.Canceled) {
-			logger.Error("fixture watcher stopped", slog.String("error", err.Error()))
-		}
-	})
-	loops.Go(func() { reloadOnRequest(bg, src, hooks.Reload, logger) })
-	if cfg.SweepInterval > 0 {
-		loops.Go(func() { sweepEvery(bg, st, cfg.SweepInterval, LocalClock(cfg), logger) })
-	}
 	logServing(logger, cfg, publicLn.Addr(), adminLn.Addr(), src.Current().Hash())
 	if hooks.Listening != nil {
 		hooks.Listening(publicLn.Addr(), adminLn.Addr())
@@ -120,6 +111,23 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	}
 	drain(ctx, cfg, admin, publicSrv, adminSrv, stopBackground, logger)
 	return serveErr
+}
+
+// startLoops starts the replica's background loops (the fixture watcher,
+// the reload loop and the sweeper), all stopped by cancelling bg; the group
+// is done once every one has returned.
+func startLoops(bg context.Context, cfg config.Config, st store.RoutingStore, src *projection.Source, hooks Hooks, logger *slog.Logger) *sync.WaitGroup {
+	var loops sync.WaitGroup
+	loops.Go(func() {
+		if err := src.Run(bg); err != nil && !errors.Is(err, context.Canceled) {
+			logger.Error("fixture watcher stopped", slog.String("error", err.Error()))
+		}
+	})
+	loops.Go(func() { reloadOnRequest(bg, src, hooks.Reload, logger) })
+	if cfg.SweepInterval > 0 {
+		loops.Go(func() { sweepEvery(bg, st, cfg.SweepInterval, LocalClock(cfg), logger) })
+	}
+	return &loops
 }
 
 // v2Options are protocol "2"'s settings as the flags give them, with the
