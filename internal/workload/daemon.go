@@ -221,6 +221,13 @@ func (d *daemon) work(ctx context.Context, cj claimedJob, g *grant) {
 	}()
 
 	stage := d.abandonStage(ref)
+	r.rec.mu.Lock()
+	if g.abandoned {
+		// Handed back after this daemon dropped it (D14): the published
+		// daemon runs a job it is granted again, and so does this one.
+		stage = keepGrant
+	}
+	r.rec.mu.Unlock()
 	if stage == abandonAfterClaim {
 		d.abandon(g)
 		return

@@ -51,6 +51,9 @@ type grant struct {
 	unsealed  bool
 	abandoned bool
 	lost      bool // a heartbeat reported it lost
+	// returned: a claim handed this lease back to its holder after it
+	// lapsed with its payload sealed (README D14).
+	returned bool
 }
 
 // The site's progress in sealing a grant's payload.
@@ -166,6 +169,12 @@ func nowMs() int64 { return time.Now().UnixMilli() }
 // addGrant records a grant the first time its lease is seen and returns it.
 func (r *records) addGrant(g *grant) *grant {
 	if old, ok := r.leases[g.leaseID]; ok {
+		if old.source == "claim" && g.source == "claim" && old.runner == g.runner {
+			// The same lease from a second claim: the relay gave a sealed
+			// job back to its holder (D14), with a fresh expiry.
+			old.returned = true
+			old.expiresAt = max(old.expiresAt, g.expiresAt)
+		}
 		return old
 	}
 	r.leases[g.leaseID] = g

@@ -28,6 +28,8 @@ type Report struct {
 	Grants    int `json:"grants"`
 	Regranted int `json:"regranted"`
 	Abandoned int `json:"abandoned"`
+	// Returned counts leases a claim handed back to their holder (D14).
+	Returned int `json:"returned"`
 	// Unsealed counts grants the site left unsealed on purpose.
 	Unsealed   int `json:"unsealed"`
 	LostLeases int `json:"lostLeases"`
@@ -109,6 +111,9 @@ func (r *Run) Report() Report {
 		if g.abandoned {
 			rep.Abandoned++
 		}
+		if g.returned {
+			rep.Returned++
+		}
 		if g.unsealed {
 			rep.Unsealed++
 		}
@@ -169,8 +174,8 @@ func (rep Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "protocol %s, %d replicas, %d daemons: %d/%d jobs collected %v in %s (%.0f jobs/s), %s\n",
 		rep.Protocol, rep.Replicas, rep.Daemons, rep.Collected, rep.Jobs, rep.CollectedByProtocol, rep.Elapsed.Round(time.Millisecond), rep.JobsPerSecond, rep.StopReason)
-	fmt.Fprintf(&b, "grants %d (jobs regranted %d, left unsealed %d, abandoned %d, lost %d, released %d); accepted %d (retried duplicates %d); replays %d; not-ready polls %d; retries %d\n",
-		rep.Grants, rep.Regranted, rep.Unsealed, rep.Abandoned, rep.LostLeases, rep.Released, rep.Accepted, rep.RetriedDuplicates, rep.Replays, rep.NotReadyPolls, rep.Retries)
+	fmt.Fprintf(&b, "grants %d (jobs regranted %d, returned to their holder %d, left unsealed %d, abandoned %d, lost %d, released %d); accepted %d (retried duplicates %d); replays %d; not-ready polls %d; retries %d\n",
+		rep.Grants, rep.Regranted, rep.Returned, rep.Unsealed, rep.Abandoned, rep.LostLeases, rep.Released, rep.Accepted, rep.RetriedDuplicates, rep.Replays, rep.NotReadyPolls, rep.Retries)
 	for _, k := range sortedKeys(rep.Latency) {
 		fmt.Fprintf(&b, "  %-13s %s\n", k, rep.Latency[k])
 	}
