@@ -5,14 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/internal/nodetest"
 
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
@@ -36,7 +36,7 @@ type verdictCase struct {
 // daemon would say: an authored grant passes, and every tampering is
 // refused for the reason the daemon gives.
 func TestPublishedDaemonAcceptsOurGrants(t *testing.T) {
-	interop := publishedProtocol(t)
+	interop := nodetest.Interop(t, "byollm", "@byollm/protocol")
 	signer := seedSigner(t)
 	key, err := projection.ParseGrantKey(signer.PublicKey())
 	require.NoError(t, err)
@@ -133,39 +133,4 @@ func askPublishedVerifier(t *testing.T, interop string, cases []verdictCase) []s
 	verdicts := strings.Fields(string(out))
 	require.Len(t, verdicts, len(cases))
 	return verdicts
-}
-
-// publishedProtocol finds interop/node_modules with the published 0.1.1
-// packages and node to run them, as protocol/proto2's differential test
-// does: outside CI a missing piece skips with the command that installs
-// it; under CI the test fails instead, or installs the pinned tree.
-func publishedProtocol(t *testing.T) string {
-	t.Helper()
-	ci := os.Getenv("CI") != ""
-	if _, err := exec.LookPath("node"); err != nil {
-		if ci {
-			t.Fatal("node is not on PATH; the differential test needs it in CI")
-		}
-		t.Skip("node is not on PATH; install Node.js to run the differential test")
-	}
-	interop, err := filepath.Abs(filepath.Join("..", "interop"))
-	require.NoError(t, err)
-	manifest := filepath.Join(interop, "node_modules", "byollm", "package.json")
-	if _, err := os.Stat(manifest); err != nil {
-		if !ci {
-			t.Skip("interop/node_modules is missing; run `cd interop && npm ci --no-audit --no-fund`")
-		}
-		install := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		install.Dir = interop
-		out, err := install.CombinedOutput()
-		require.NoError(t, err, "npm ci in interop: %s", out)
-	}
-	for _, pkg := range []string{"byollm", "@byollm/protocol"} {
-		raw, err := os.ReadFile(filepath.Join(interop, "node_modules", pkg, "package.json"))
-		require.NoError(t, err)
-		var meta struct{ Version string }
-		require.NoError(t, json.Unmarshal(raw, &meta))
-		require.Equal(t, "0.1.1", meta.Version, "the pinned %s", pkg)
-	}
-	return interop
 }

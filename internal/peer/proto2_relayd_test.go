@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/byollm/relayd/internal/nodetest"
+
 	"github.com/byollm/relayd/internal/fleet"
 	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/projection"
@@ -283,7 +285,7 @@ func schemaOf(x exchange) (request, response string) {
 // requires each to pass. "0" requests are left out.
 func requirePublishedSchemasAccept(t *testing.T, seen []exchange) {
 	t.Helper()
-	interop := publishedInterop(t)
+	interop := nodetest.Interop(t, "@byollm/protocol")
 	type check struct {
 		Schema string `json:"s"`
 		Body   string `json:"b"`
@@ -326,27 +328,4 @@ func requirePublishedSchemasAccept(t *testing.T, seen []exchange) {
 		"pair/start response", "pair/poll response", "claim response", "fetch response", "result response", "heartbeat response", "release response"} {
 		require.Positive(t, schemas[want], "some %s was checked", want)
 	}
-}
-
-// publishedInterop finds interop/node_modules with @byollm/protocol 0.1.1,
-// as protocol/proto2's differential test does: outside CI a missing piece
-// skips with the command that installs it; in CI it fails.
-func publishedInterop(t *testing.T) string {
-	t.Helper()
-	ci := os.Getenv("CI") != ""
-	if _, err := exec.LookPath("node"); err != nil {
-		if ci {
-			t.Fatal("node is not on PATH; the schema check needs it in CI")
-		}
-		t.Skip("node is not on PATH; install Node.js to check bodies against the published schemas")
-	}
-	interop, err := filepath.Abs(filepath.Join("..", "..", "interop"))
-	require.NoError(t, err)
-	if _, err := os.Stat(filepath.Join(interop, "node_modules", "@byollm", "protocol", "package.json")); err != nil {
-		if ci {
-			t.Fatal("interop/node_modules is missing; CI runs `cd interop && npm ci` before make test")
-		}
-		t.Skip("interop/node_modules is missing; run `cd interop && npm ci --no-audit --no-fund`")
-	}
-	return interop
 }

@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/internal/nodetest"
 
 	"github.com/byollm/relayd/protocol/strictjson"
 )
@@ -184,7 +184,7 @@ func render(v strictjson.Value) string {
 }
 
 func TestDifferentialAgainstPublishedZod(t *testing.T) {
-	interop := publishedProtocol(t)
+	interop := nodetest.Interop(t, "@byollm/protocol")
 	corpus := differentialCorpus(t)
 	var in bytes.Buffer
 	enc := json.NewEncoder(&in)
@@ -223,37 +223,4 @@ func TestDifferentialAgainstPublishedZod(t *testing.T) {
 	}
 	t.Logf("%d bodies, %d accepted by zod, %d mismatches", len(corpus), accepted, mismatches)
 	require.Greater(t, accepted, len(corpus)/20, "the corpus must hold many valid bodies too")
-}
-
-// publishedProtocol finds interop/node_modules with @byollm/protocol 0.1.1
-// and node to run it. Outside CI a missing piece skips the test with the
-// command that installs it; under CI the test fails instead, and installs
-// the pinned tree itself when only node_modules is missing.
-func publishedProtocol(t *testing.T) string {
-	t.Helper()
-	ci := os.Getenv("CI") != ""
-	if _, err := exec.LookPath("node"); err != nil {
-		if ci {
-			t.Fatal("node is not on PATH; the differential test needs it in CI")
-		}
-		t.Skip("node is not on PATH; install Node.js to run the differential test")
-	}
-	interop, err := filepath.Abs(filepath.Join("..", "..", "interop"))
-	require.NoError(t, err)
-	manifest := filepath.Join(interop, "node_modules", "@byollm", "protocol", "package.json")
-	if _, err := os.Stat(manifest); err != nil {
-		if !ci {
-			t.Skip("interop/node_modules is missing; run `cd interop && npm ci`")
-		}
-		install := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		install.Dir = interop
-		out, err := install.CombinedOutput()
-		require.NoError(t, err, "npm ci in interop: %s", out)
-	}
-	raw, err := os.ReadFile(manifest)
-	require.NoError(t, err)
-	var pkg struct{ Version string }
-	require.NoError(t, json.Unmarshal(raw, &pkg))
-	require.Equal(t, "0.1.1", pkg.Version, "the pinned @byollm/protocol")
-	return interop
 }

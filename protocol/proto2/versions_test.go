@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/byollm/relayd/internal/nodetest"
 )
 
 // The spec's observed results with floor 0.1.1 and offer 0.1.2 (§4.13).
@@ -61,7 +63,7 @@ func TestCompareVersions(t *testing.T) {
 // to the published compareVersions, checkDaemonFloor and updateOfferFor
 // over every pair of a list of versions.
 func TestVersionsDifferential(t *testing.T) {
-	interop := publishedProtocol(t)
+	interop := nodetest.Interop(t, "@byollm/protocol")
 	versions := []string{
 		"0.1.0", "0.1.1", "0.1.2", "1.0.0", "01.0.0", "0.1.0-alpha.82", "0.1.0-alpha.83", "0.1.0-alpha.9",
 		"0.1.0-alpha", "0.1.0-beta", "0.1.0-1", "0.1.0-alpha.1.x", "0.1.0-a..b", "0.1.0-rc.1+build.5",
