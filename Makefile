@@ -71,18 +71,15 @@ interop-control: interop-deps
 ## interop: the same suite against the control, relayd on the memory store, and
 ## three relayd replicas on one Valkey; relayd is built once for both. It never
 ## skips: a missing node, npm or redis-server, or a failed build, fails it.
-## Every run goes even when one fails, so CI shows all three.
+## The three run at once (.ci/interop-suites); every run goes even when one
+## fails, so CI shows all three.
 INTEROP_RELAYS  := control relayd relayd-valkey-3
 INTEROP_RELAYD  := $(CURDIR)/interop/.run/bin/relayd
 interop: interop-deps
 	@command -v valkey-server >/dev/null || command -v redis-server >/dev/null || \
 	  { echo "interop: neither valkey-server nor redis-server is on PATH"; exit 1; }
 	$(GO) build -o $(INTEROP_RELAYD) ./cmd/relayd
-	@status=0; for relay in $(INTEROP_RELAYS); do \
-	  echo "== interop: $$relay"; started=$$(date +%s); \
-	  (cd interop && INTEROP_RELAY=$$relay INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) timeout 180 node --test --test-concurrency=1 test/) || status=1; \
-	  echo "== interop: $$relay took $$(( $$(date +%s) - started )) s"; \
-	done; exit $$status
+	INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) ./.ci/interop-suites test 180 $(INTEROP_RELAYS)
 
 ## interop-grants: relayd as its own grant author (docs/grants.md), driven by
 ## two published byollm daemons of two owners and the site SDK, with the
@@ -95,11 +92,7 @@ interop-grants: interop-deps
 	@command -v valkey-server >/dev/null || command -v redis-server >/dev/null || \
 	  { echo "interop: neither valkey-server nor redis-server is on PATH"; exit 1; }
 	$(GO) build -o $(INTEROP_RELAYD) ./cmd/relayd
-	@status=0; for relay in $(INTEROP_GRANTS_RELAYS); do \
-	  echo "== interop-grants: $$relay"; started=$$(date +%s); \
-	  (cd interop && INTEROP_RELAY=$$relay INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) timeout 300 node --test --test-concurrency=1 grants/) || status=1; \
-	  echo "== interop-grants: $$relay took $$(( $$(date +%s) - started )) s"; \
-	done; exit $$status
+	INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) ./.ci/interop-suites grants 300 $(INTEROP_GRANTS_RELAYS)
 
 interop-deps:
 	@command -v node >/dev/null && command -v npm >/dev/null || { echo "interop: node and npm are required"; exit 1; }
