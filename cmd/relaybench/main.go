@@ -2,8 +2,10 @@
 // signed, sealed Go peers: full-lifecycle throughput per store and replica
 // count (and, as the reference, the published @byollm/relay 0.1.1 under
 // Node on the same "2" work), claim latency against store depth for both
-// stores (with a PNG plot), and the EVALSHA limit of the same Valkey. Each
-// result is printed as one JSON line. See docs/performance.md.
+// stores (with a PNG plot), the EVALSHA limit of the same Valkey, and the
+// capacity of the store's key layout on loopback clusters of several
+// primaries (the busiest primary's CPU per job). Each result is printed as
+// one JSON line. See docs/performance.md.
 package main
 
 import (
