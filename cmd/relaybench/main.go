@@ -2,8 +2,10 @@
 // signed, sealed Go peers: full-lifecycle throughput per store and replica
 // count (and, as the reference, the published @byollm/relay 0.1.1 under
 // Node on the same "2" work), claim latency against store depth for both
-// stores (with a PNG plot), and the EVALSHA limit of the same Valkey. Each
-// result is printed as one JSON line. See docs/performance.md.
+// stores (with a PNG plot), the EVALSHA limit of the same Valkey, and the
+// capacity of the store's key layout on loopback clusters of several
+// primaries (the busiest primary's CPU per job). Each result is printed as
+// one JSON line. See docs/performance.md.
 package main
 
 import (
@@ -29,7 +31,10 @@ func main() {
 	var (
 		relayd     = flag.String("relayd", "", "relayd binary (default: build this checkout)")
 		valkeyAddr = flag.String("valkey-addr", "", "Valkey host:port for the valkey scenarios (they are skipped without it)")
-		scenarios  = flag.String("scenarios", "lifecycle,limit,depth", "comma-separated: lifecycle, limit, depth")
+		scenarios  = flag.String("scenarios", "lifecycle,limit,depth", "comma-separated: lifecycle, limit, depth, capacity (the store driven directly on loopback clusters of --primaries, started by the run)")
+		primaries  = flag.String("primaries", "1,3", "cluster sizes for the capacity scenario")
+		capSites   = flag.Int("capacity-sites", 64, "sites the capacity scenario's workers route through, round robin")
+		jsonOnly   = flag.Bool("json", false, "print only the JSON result lines, no progress on stderr")
 		storesFlag = flag.String("stores", "", `comma-separated lifecycle targets, run in this order: reference (the published @byollm/relay 0.1.1 under Node, --protocol 2 only), memory, valkey (default: memory, and valkey when --valkey-addr is set)`)
 		rounds     = flag.Int("rounds", 1, "run every lifecycle target this many times, alternating, so a noisy machine weighs on all of them alike")
 		node       = flag.String("node", "", "node executable for the reference target (default: node on PATH)")
@@ -48,8 +53,8 @@ func main() {
 		loadProf   = flag.String("load-cpuprofile", "", "write a CPU profile of this process (the load generator) over the whole run here")
 		loadedReps = flag.Int("loaded-replicas", 0, "send the lifecycle load to only the first N replicas, the others idle (0: all)")
 		maxProcs   = flag.Int("replica-gomaxprocs", 0, "GOMAXPROCS of each replica (0: Go's default, every core)")
-		satWorkers = flag.Int("saturate-workers", 64, "concurrent workers calling the Valkey store directly in the limit scenario")
-		satSeconds = flag.Int("saturate-seconds", 5, "how long those workers run")
+		satWorkers = flag.Int("saturate-workers", 64, "concurrent workers calling the Valkey store directly in the limit and capacity scenarios")
+		satSeconds = flag.Int("saturate-seconds", 5, "how long those workers run (per cluster size in the capacity scenario)")
 		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the first replica of each lifecycle run to this path, suffixed .<store>-<replicas>")
 	)
 	flag.Parse()
@@ -61,7 +66,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err = profiled(*loadProf, func() error {
-		return run(ctx, options{
+		return run(ctx, options{primaries: ints(*primaries), capacitySites: *capSites, quiet: *jsonOnly,
 			relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), stores: stores, rounds: *rounds, jobs: *jobs, daemons: *daemons, protocol: *proto,
 			reference: bench.Reference{Node: *node, InteropDir: *interopDir},
 			siteConc:  *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
@@ -104,10 +109,25 @@ type options struct {
 	depthJobs, clients, requests             int
 	satWorkers, satSeconds, maxProcs         int
 	loadedReplicas                           int
+	primaries                                []int
+	capacitySites                            int
+	quiet                                    bool
 }
 
 func run(ctx context.Context, o options) error {
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "# "+format+"\n", args...) }
+	logf := func(format string, args ...any) {
+		if !o.quiet {
+			fmt.Fprintf(os.Stderr, "# "+format+"\n", args...)
+		}
+	}
+	if has(o.scenarios, "capacity") {
+		if err := runCapacity(ctx, o, logf); err != nil {
+			return err
+		}
+		if len(o.scenarios) == 1 {
+			return nil // nothing else to run, so no relayd to build
+		}
+	}
 	if o.relayd == "" {
 		dir, err := os.MkdirTemp("", "relaybench-bin-")
 		if err != nil {
@@ -242,6 +262,27 @@ func runLimit(ctx context.Context, o options, best float64, logf func(string, ..
 		SaturationRatio float64 `json:"storeSaturationRatio"`
 		SameClientRatio float64 `json:"sameClientRatio"`
 	}{"limit", lim, sat, sat.OpsPerSecond / lim.EvalshaPerSecond, sat.OpsPerSecond / sat.TrivialPerSecond})
+	return nil
+}
+
+// runCapacity runs the capacity scenario once per cluster size, in the
+// order given, and sets each later run's projection against the first's.
+func runCapacity(ctx context.Context, o options, logf func(string, ...any)) error {
+	var first float64
+	for _, n := range o.primaries {
+		logf("capacity: %s layout, %d primaries, %d workers over %d sites for %d s", bench.LayoutOneSlot, n, o.satWorkers, o.capacitySites, o.satSeconds)
+		c, err := bench.MeasureCapacity(ctx, bench.CapacityOptions{Primaries: n, Workers: o.satWorkers, Sites: o.capacitySites,
+			Duration: time.Duration(o.satSeconds) * time.Second})
+		if err != nil {
+			return err
+		}
+		if first == 0 {
+			first = c.ProjectedJobsPerSec
+		} else if first > 0 {
+			c.RatioToFirst = c.ProjectedJobsPerSec / first
+		}
+		emit(c)
+	}
 	return nil
 }
 

@@ -64,7 +64,7 @@ func Saturate(ctx context.Context, addr string, workers int, d time.Duration) (S
 	}
 	var jobs atomic.Int64
 	elapsed, err := runFor(ctx, workers, d, func(ctx context.Context, w int) error {
-		return saturateWorker(ctx, st, w, &jobs)
+		return saturateWorker(ctx, st, "site-saturate", w, &jobs)
 	})
 	if err != nil {
 		return Saturation{}, err
@@ -135,10 +135,9 @@ func runFor(ctx context.Context, workers int, d time.Duration, work func(ctx con
 	return elapsed, <-errs
 }
 
-// saturateWorker routes jobs of its own owner until ctx ends, counting the
-// jobs whose every operation completed.
-func saturateWorker(ctx context.Context, st store.RoutingStore, w int, jobs *atomic.Int64) error {
-	const siteID = "site-saturate"
+// saturateWorker routes jobs of its own owner through siteID until ctx
+// ends, counting the jobs whose every operation completed.
+func saturateWorker(ctx context.Context, st store.RoutingStore, siteID string, w int, jobs *atomic.Int64) error {
 	runner := "saturate-runner-" + strconv.Itoa(w)
 	owner := "saturate-owner-" + strconv.Itoa(w)
 	// The identity only needs to decode as a key: envelopes name its key id.

@@ -158,7 +158,7 @@ func StartCluster(t testing.TB) *Server {
 	}
 	s := &Server{Cluster: true, Source: "binary"}
 	for range 3 {
-		p := startProcess(t, bin, Options{}, []string{"--cluster-enabled", "yes", "--cluster-node-timeout", "5000"})
+		p := startProcess(t, bin, Options{}, clusterArgs())
 		s.procs = append(s.procs, p)
 		s.Addrs = append(s.Addrs, p.addr)
 	}

@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/backend"
+)
+
+// LayoutOneSlot is the Valkey store's default key layout: every key under
+// the store's one hash tag, so a cluster keeps all of them on one primary
+// (docs/architecture.md). It is the only layout the store has today.
+const LayoutOneSlot = "one-slot"
+
+// CapacityOptions configures one run of the capacity scenario.
+type CapacityOptions struct {
+	// Primaries is the size of the loopback cluster the run starts.
+	Primaries int
+	// Workers call the store at once, each routing its own owner's jobs
+	// through one of Sites sites, round robin.
+	Workers, Sites int
+	// Duration is how long the workers run.
+	Duration time.Duration
+}
+
+// Capacity is what one layout on a number of primaries costs per job: the
+// store driven directly with the per-job mix of the limit scenario
+// (perJobOps), spread over many sites, and every primary's CPU read from
+// INFO before and after. The busiest primary is the ceiling, so its CPU
+// per job is the figure the projection divides.
+type Capacity struct {
+	Scenario  string  `json:"scenario"`
+	Layout    string  `json:"layout"`
+	Primaries int     `json:"primaries"`
+	Workers   int     `json:"workers"`
+	Sites     int     `json:"sites"`
+	Seconds   float64 `json:"seconds"`
+	Jobs      int64   `json:"jobs"`
+	// JobsPerSec is what this run achieved, load generator and servers
+	// sharing the machine.
+	JobsPerSec float64 `json:"jobsPerSec"`
+	// ServerCPUUsPerJob is the busiest primary's CPU per job, in µs.
+	ServerCPUUsPerJob float64 `json:"serverCpuUsPerJob"`
+	// PrimaryCPUUsPerJob is each primary's, in the cluster's order.
+	PrimaryCPUUsPerJob []float64 `json:"primaryCpuUsPerJob"`
+	// ProjectedJobsPerSec is 1e6 / ServerCPUUsPerJob: the jobs per second
+	// at which the busiest primary would spend one full core.
+	ProjectedJobsPerSec float64 `json:"projectedJobsPerSec"`
+	// RatioToFirst is ProjectedJobsPerSec over the first run's of the
+	// same scenario, set on the later runs by the caller.
+	RatioToFirst float64 `json:"ratioToFirst,omitempty"`
+}
+
+// MeasureCapacity starts a loopback cluster of o.Primaries from the server
+// binary on PATH, runs the per-job mix against it for o.Duration, and stops
+// it.
+func MeasureCapacity(ctx context.Context, o CapacityOptions) (Capacity, error) {
+	if o.Workers < 1 || o.Sites < 1 {
+		return Capacity{}, errors.New("capacity: at least one worker and one site are needed")
+	}
+	dir, err := os.MkdirTemp("", "relaybench-capacity-")
+	if err != nil {
+		return Capacity{}, fmt.Errorf("capacity: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	cluster, err := valkeytest.Launch(ctx, dir, o.Primaries)
+	if err != nil {
+		return Capacity{}, fmt.Errorf("capacity: %w", err)
+	}
+	defer cluster.Close()
+	b, err := backend.Open(ctx, backend.Options{Kind: backend.Valkey,
+		Valkey: backend.ValkeyOptions{Addrs: cluster.Addrs, Prefix: "capacity:{relayd}:"}})
+	if err != nil {
+		return Capacity{}, fmt.Errorf("capacity: opening the store: %w", err)
+	}
+	defer b.Store.Close()
+	return driveCapacity(ctx, o, b.Store, cluster.Addrs)
+}
+
+// driveCapacity runs the workers against st and reads the CPU of every
+// node in addrs around them.
+func driveCapacity(ctx context.Context, o CapacityOptions, st store.RoutingStore, addrs []string) (Capacity, error) {
+	before, err := nodeCPU(ctx, addrs)
+	if err != nil {
+		return Capacity{}, err
+	}
+	var jobs atomic.Int64
+	elapsed, err := runFor(ctx, o.Workers, o.Duration, func(ctx context.Context, w int) error {
+		return saturateWorker(ctx, st, "site-capacity-"+strconv.Itoa(w%o.Sites), w, &jobs)
+	})
+	if err != nil {
+		return Capacity{}, fmt.Errorf("capacity: %w", err)
+	}
+	after, err := nodeCPU(ctx, addrs)
+	if err != nil {
+		return Capacity{}, err
+	}
+	c := Capacity{Scenario: "capacity", Layout: LayoutOneSlot, Primaries: o.Primaries, Workers: o.Workers, Sites: o.Sites,
+		Seconds: elapsed.Seconds(), Jobs: jobs.Load()}
+	if c.Jobs == 0 {
+		return Capacity{}, errors.New("capacity: no job completed")
+	}
+	c.JobsPerSec = float64(c.Jobs) / c.Seconds
+	for i := range addrs {
+		us := 1e6 * (after[i] - before[i]) / float64(c.Jobs)
+		c.PrimaryCPUUsPerJob = append(c.PrimaryCPUUsPerJob, us)
+		c.ServerCPUUsPerJob = max(c.ServerCPUUsPerJob, us)
+	}
+	if c.ServerCPUUsPerJob > 0 {
+		c.ProjectedJobsPerSec = 1e6 / c.ServerCPUUsPerJob
+	}
+	return c, nil
+}
+
+// nodeCPU reads each node's CPU seconds (user and system) from INFO.
+func nodeCPU(ctx context.Context, addrs []string) ([]float64, error) {
+	out := make([]float64, 0, len(addrs))
+	for _, a := range addrs {
+		s, err := readValkeyStats(ctx, a)
+		if err != nil {
+			return nil, fmt.Errorf("capacity: %s: %w", a, err)
+		}
+		out = append(out, s.cpuSeconds)
+	}
+	return out, nil
+}
