@@ -228,6 +228,8 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.BoolVar(&c.Valkey.Cluster, "valkey-cluster", false, "the addresses are Valkey Cluster seed nodes")
 	fs.Int64Var(&c.ResultsCacheBytes, "results-cache-bytes", backend.DefaultResultsCacheBytes, "bytes this replica may spend caching the sites' rendered results listings (valkey store), least recently polled first to go; 0 caches nothing")
 	fs.StringVar(&c.Valkey.Prefix, "valkey-prefix", backend.DefaultValkeyPrefix, "key prefix for this relay's routing state; must hold a {hash tag}, and replicas sharing it share state")
+	fs.IntVar(&c.Valkey.WaitReplicas, "valkey-wait-replicas", 0, "make every write wait (WAIT) until this many Valkey replicas have it, so a failover loses no acknowledged claim, enqueue or result; 0 waits for none (asynchronous replication, as Valkey's default)")
+	fs.DurationVar(&c.Valkey.WaitTimeout, "valkey-wait-timeout", backend.DefaultWaitTimeout, "longest a write waits for --valkey-wait-replicas; one not confirmed in time is retried within --store-timeout, then answered 503")
 	return fs
 }
 
@@ -324,6 +326,12 @@ func (c Config) Validate() error {
 		}
 		if c.Valkey.Cluster && c.Valkey.SentinelMaster != "" {
 			errs = append(errs, errors.New("--valkey-cluster and --valkey-sentinel-master cannot both be set"))
+		}
+		if c.Valkey.WaitReplicas < 0 {
+			errs = append(errs, fmt.Errorf("--valkey-wait-replicas %d: want 0 or more", c.Valkey.WaitReplicas))
+		}
+		if c.Valkey.WaitReplicas > 0 && (c.Valkey.WaitTimeout <= 0 || c.Valkey.WaitTimeout >= c.StoreTimeout) {
+			errs = append(errs, fmt.Errorf("--valkey-wait-timeout %s: want more than 0 and less than --store-timeout (%s), so a retry fits", c.Valkey.WaitTimeout, c.StoreTimeout))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("unknown --store %q (want memory or valkey)", c.Store))

@@ -156,9 +156,9 @@ func (r *Run) checkJob(j *job) []Violation {
 	// Leases come from the store's clock, whatever the replica's own.
 	tol := r.cfg.ClockTolerance.Milliseconds()
 	for _, g := range gs {
-		if g.source == "claim" && (g.grantedAt < g.claimSent-tol || g.grantedAt > g.claimRecv+tol) {
+		if at := g.claimedAt(); g.source == "claim" && (at < g.claimSent-tol || at > g.claimRecv+tol) {
 			add(LeaseClock, "lease %s was granted at %d by its expiresAt, outside its claim's round trip [%d, %d] on this machine's clock",
-				g.leaseID, g.grantedAt, g.claimSent, g.claimRecv)
+				g.leaseID, at, g.claimSent, g.claimRecv)
 		}
 	}
 	return out

@@ -156,6 +156,19 @@ func TestCheck_LeaseNotFromTheStoreClock(t *testing.T) {
 	require.Contains(t, kinds(r.Check()), LeaseClock)
 }
 
+// A lease handed back to its holder (D14) by the first claim answer the
+// daemon got: its claim round trip brackets the hand-back, not the first
+// grant, which the site saw in pending.
+func TestCheck_LeaseHandedBackByTheFirstAnswerTheDaemonGot(t *testing.T) {
+	r := testRun(false)
+	_, g := finishedJob(r, "a")
+	regranted := g.grantedAt
+	g.grantedAt -= 11_000 // first granted 11 s before the claim that answered
+	require.Contains(t, kinds(r.Check()), LeaseClock)
+	g.regrantedAt = regranted
+	require.Empty(t, r.Check())
+}
+
 func TestCheck_ServerErrors(t *testing.T) {
 	r := testRun(false)
 	r.st.observeAttempt(attempt{endpoint: "claim", status: 503, code: "server-error", retryAfter: "1"})

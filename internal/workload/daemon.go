@@ -178,9 +178,18 @@ func (d *daemon) recordGrant(cj claimedJob, leaseMs, sent, recv int64, replica s
 	if g.source != "claim" {
 		// The site saw this grant in pending before the claim answer
 		// arrived; the two must agree, and the claim adds its round trip.
-		if g.runner != d.dev.RunnerID || g.grantedAt != grantedAt || g.jobID != cj.key {
+		// Or the first claim's answer never came (a write its replicas did
+		// not confirm in time is answered 503), the lease lapsed with the
+		// payload sealed, and this claim hands it back to its holder with
+		// a fresh expiry (D14).
+		sameHolder := g.runner == d.dev.RunnerID && g.jobID == cj.key
+		handedBack := sameHolder && grantedAt > g.grantedAt && grantedAt >= g.expiresAt
+		if !sameHolder || (g.grantedAt != grantedAt && !handedBack) {
 			r.problem(j, Inconsistent, "claim answer gives lease %s to %s on %s at %d; pending showed it for %s at %d",
 				cj.lease.ID, d.dev.RunnerID, cj.id, grantedAt, g.runner, g.grantedAt)
+		}
+		if handedBack {
+			g.returned, g.regrantedAt = true, grantedAt
 		}
 		g.source, g.proto, g.leaseMs, g.claimSent, g.claimRecv, g.replica = "claim", d.proto, leaseMs, sent, recv, replica
 		g.expiresAt = max(g.expiresAt, cj.lease.ExpiresAt)

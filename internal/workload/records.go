@@ -54,6 +54,20 @@ type grant struct {
 	// returned: a claim handed this lease back to its holder after it
 	// lapsed with its payload sealed (README D14).
 	returned bool
+	// regrantedAt is the store time of that hand-back when it was the
+	// first claim answer of this lease the daemon got (the first claim's
+	// answer was lost or withheld, and the site saw the grant in pending);
+	// claimSent and claimRecv then bracket the hand-back.
+	regrantedAt int64
+}
+
+// claimedAt is the store time the claim that claimSent and claimRecv
+// bracket stamped the lease with.
+func (g *grant) claimedAt() int64 {
+	if g.regrantedAt != 0 {
+		return g.regrantedAt
+	}
+	return g.grantedAt
 }
 
 // The site's progress in sealing a grant's payload.

@@ -50,7 +50,15 @@ type ValkeyOptions struct {
 	// see valkey.Options.ResultsCacheBytes (zero: the default, negative:
 	// no cache).
 	ResultsCacheBytes int64
+	// WaitReplicas and WaitTimeout make every write wait for that many
+	// replicas; see valkey.Options.WaitReplicas. Zero waits for none.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
+
+// DefaultWaitTimeout is the Valkey store's bound on a write's wait for its
+// replicas.
+const DefaultWaitTimeout = valkey.DefaultWaitTimeout
 
 // DefaultResultsCacheBytes is the results cache a Valkey store gets when
 // nothing says otherwise.
@@ -149,6 +157,7 @@ func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger, onRet
 		Addrs: c.Addrs, Username: c.Username, Password: c.Password,
 		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, KeyPrefix: c.Prefix,
 		Timeout: c.Timeout, ResultsCacheBytes: c.ResultsCacheBytes, OnRetry: onRetry, Logger: logger,
+		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout,
 	}
 	if c.TLS {
 		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}

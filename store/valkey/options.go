@@ -1,6 +1,7 @@
 package valkey
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -65,7 +66,18 @@ type Options struct {
 	// Logger, when set, hears when a site's results listing is larger
 	// than the cache (once per site until it fits again).
 	Logger *slog.Logger
+	// WaitReplicas, when positive, makes every write wait until that many
+	// replicas confirmed it (WAIT), so that a failover cannot lose an
+	// acknowledged write (replication.go). WaitTimeout bounds the wait
+	// (0 means DefaultWaitTimeout); a write confirmed by fewer is an
+	// outage the caller may retry.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
+
+// DefaultWaitTimeout bounds a write's wait for its replicas when
+// Options.WaitTimeout is zero: well inside the default store timeout.
+const DefaultWaitTimeout = 500 * time.Millisecond
 
 // ValidatePrefix checks that a key prefix carries a hash tag, so that all
 // keys of one call land in one slot.
@@ -157,6 +169,9 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	}
 	s.owned = true
 	s.onRetry = o.OnRetry
+	if o.WaitReplicas > 0 {
+		s.replication = replication{replicas: int64(o.WaitReplicas), timeout: cmp.Or(o.WaitTimeout, DefaultWaitTimeout)}
+	}
 	if o.ResultsCacheBytes != 0 {
 		s.results = newResultsCache(max(o.ResultsCacheBytes, 0))
 	}

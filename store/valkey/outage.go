@@ -85,12 +85,16 @@ const (
 
 // RetryCauses lists every cause a retry is reported under.
 func RetryCauses() []string {
-	return []string{causeConnect, causeDropped, causeLoading, causeMasterDown, causeReadOnly, causeClusterDown, causeTryAgain}
+	return []string{causeConnect, causeDropped, causeLoading, causeMasterDown, causeReadOnly, causeClusterDown, causeTryAgain, causeUnreplicated}
 }
 
 // outageOf says whether err is a server away or not ready: the cause,
 // and whether the call may have run all the same.
 func outageOf(err error) (cause string, mayHaveRun, ok bool) {
+	var unreplicated *unreplicatedError
+	if errors.As(err, &unreplicated) {
+		return causeUnreplicated, true, true
+	}
 	var verr *valkey.ValkeyError
 	if errors.As(err, &verr) {
 		prefix, _, _ := strings.Cut(verr.Error(), " ")

@@ -69,6 +69,8 @@ type Store struct {
 	onCall func(call)
 	// onRetry, when set, is told of every retry through an outage.
 	onRetry RetryObserver
+	// replication makes writes wait for replicas (replication.go).
+	replication replication
 }
 
 var _ store.RoutingStore = (*Store)(nil)
@@ -145,6 +147,9 @@ func (s *Store) run(ctx context.Context, c call) (valkey.ValkeyMessage, error) {
 	run := sc.run
 	if c.charged && sc.once != nil {
 		run = sc.once
+	}
+	if s.replication.waitsFor(sc) {
+		return s.runReplicated(ctx, sc, c)
 	}
 	msg, err := run.Exec(ctx, s.client, c.keys, c.args).ToMessage()
 	if err != nil && !valkey.IsValkeyNil(err) {
