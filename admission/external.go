@@ -78,8 +78,8 @@ type ExternalOptions struct {
 	// Client makes the calls: one that follows no redirect when nil, so
 	// that the token only ever goes to URL.
 	Client *http.Client
-	// Now is the relay clock an answer's issuedAt is checked against:
-	// time.Now when nil.
+	// Now is the relay clock an answer's issuedAt is checked against when
+	// it arrives; when nil, the now the claim is authored at.
 	Now func() time.Time
 	// Logger hears every failure and every refused grant, never a grant,
 	// a signature or the token.
@@ -126,9 +126,6 @@ func NewExternal(o ExternalOptions) (*External, error) {
 	if e.client == nil {
 		e.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	if e.now == nil {
-		e.now = time.Now
-	}
 	return e, nil
 }
 
@@ -167,10 +164,10 @@ type authorInput struct {
 }
 
 // Author asks the external author about c. A stub whose site key names no
-// current site is declined unknown-site without asking (G-R4). now is
-// unused: the answer's issuedAt is checked against the clock when it
-// arrives.
-func (e *External) Author(ctx context.Context, p *projection.Projection, c Claim, grantKey projection.GrantKey, _ time.Time) Outcome {
+// current site is declined unknown-site without asking (G-R4). The
+// answer's issuedAt is checked against the relay clock (Now) when it
+// arrives, or against now.
+func (e *External) Author(ctx context.Context, p *projection.Projection, c Claim, grantKey projection.GrantKey, now time.Time) Outcome {
 	siteID, ok := p.SiteIDForKey(c.Stub.Site)
 	if !ok {
 		return Outcome{Decision: declined(ReasonUnknownSite)}
@@ -183,7 +180,10 @@ func (e *External) Author(ctx context.Context, p *projection.Projection, c Claim
 	if err != nil {
 		return e.unavailable(ctx, c, "call", err)
 	}
-	return e.decide(ctx, c, grantKey, answer)
+	if e.now != nil {
+		now = e.now()
+	}
+	return e.decide(ctx, c, grantKey, answer, now)
 }
 
 // RequestBody is the exact body relayd POSTs for c (G-R36), siteID being

@@ -17,13 +17,13 @@ import (
 // {"declined": {"permanent": bool, "reason"?: string}}. Anything else is
 // author-unavailable (G-R38); a grant the device would refuse is
 // author-invalid (G-R37).
-func (e *External) decide(ctx context.Context, c Claim, grantKey projection.GrantKey, answer []byte) Outcome {
+func (e *External) decide(ctx context.Context, c Claim, grantKey projection.GrantKey, answer []byte, now time.Time) Outcome {
 	var top map[string]json.RawMessage
 	if err := strictJSON(answer, &top); err != nil || len(top) != 1 {
 		return e.unavailable(ctx, c, "read the answer", errors.New(`not exactly {"granted"} or {"declined"}`))
 	}
 	if raw, ok := top["granted"]; ok {
-		return e.granted(ctx, c, grantKey, raw)
+		return e.granted(ctx, c, grantKey, raw, now)
 	}
 	raw, ok := top["declined"]
 	if !ok {
@@ -70,12 +70,12 @@ func readDecline(raw json.RawMessage) (Decision, error) {
 // granted checks a returned grant as the device will (G-R37) and answers
 // it re-encoded from relayd's own struct, so that no extra key reaches the
 // daemon's strict parser.
-func (e *External) granted(ctx context.Context, c Claim, grantKey projection.GrantKey, raw json.RawMessage) Outcome {
+func (e *External) granted(ctx context.Context, c Claim, grantKey projection.GrantKey, raw json.RawMessage, now time.Time) Outcome {
 	var g proto2.SignedGrant
 	if err := strictJSON(raw, &g); err != nil {
 		return e.invalid(ctx, c, "not exactly a SignedGrant")
 	}
-	if why := e.check(c, grantKey, g); why != "" {
+	if why := check(c, grantKey, g, now); why != "" {
 		return e.invalid(ctx, c, why)
 	}
 	return Outcome{Decision: Decision{Granted: true, Terms: Terms{
@@ -84,8 +84,9 @@ func (e *External) granted(ctx context.Context, c Claim, grantKey projection.Gra
 }
 
 // check is why the device would refuse g for c, or "" (G-R34's checks 4
-// to 8, the signature over relayd's own encoding, issuedAt, the service).
-func (e *External) check(c Claim, grantKey projection.GrantKey, g proto2.SignedGrant) string {
+// to 8, the signature over relayd's own encoding, issuedAt around now, the
+// service).
+func check(c Claim, grantKey projection.GrantKey, g proto2.SignedGrant, now time.Time) string {
 	stub := c.Stub
 	purpose := stub.Purpose
 	if purpose == "" {
@@ -105,7 +106,6 @@ func (e *External) check(c Claim, grantKey projection.GrantKey, g proto2.SignedG
 	if !Verify(grantKey.String(), g) {
 		return "the signature does not verify with the device's grant key"
 	}
-	now := e.now()
 	issued := time.UnixMilli(g.IssuedAt)
 	if issued.Before(now.Add(-authorIssuedBehind)) || issued.After(now.Add(authorIssuedAhead)) {
 		return "issuedAt is outside [now - 60s, now + 5s]"

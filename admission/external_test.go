@@ -424,3 +424,17 @@ func TestAuthorsRouteEachDeviceByItsGrantKey(t *testing.T) {
 	require.Equal(t, []KeyInfo{keys[0]}, Authors{External: f.external(t, ExternalOptions{})}.AuthorKeys())
 	require.Empty(t, Authors{}.AuthorKeys())
 }
+
+// Without a clock of its own the author checks issuedAt against the now
+// the claim is authored at; with one, against that clock.
+func TestExternalChecksIssuedAtAgainstTheClockItIsGiven(t *testing.T) {
+	f := newFakeAuthor(t)
+	later := authorNow.Add(time.Minute)
+	e, err := NewExternal(ExternalOptions{URL: f.srv.URL, Keys: []string{f.signer.PublicKey()}})
+	require.NoError(t, err)
+	require.True(t, e.Author(context.Background(), teamProjection(t), externalClaim(), f.grantKey(t), authorNow).Decision.Granted)
+	require.Equal(t, decline(ReasonAuthorInvalid), e.Author(context.Background(), teamProjection(t), externalClaim(), f.grantKey(t), later.Add(time.Second)).Decision)
+	clocked := f.external(t, ExternalOptions{Now: func() time.Time { return later.Add(time.Second) }})
+	require.Equal(t, decline(ReasonAuthorInvalid), clocked.Author(context.Background(), teamProjection(t), externalClaim(), f.grantKey(t), authorNow).Decision,
+		"the clock read when the answer arrives wins")
+}
