@@ -30,8 +30,9 @@ func (a *Admin) grantKeys(c echo.Context) error {
 }
 
 // grantsReadiness is what /readyz says of grants when a key is configured
-// (G-R50): its mode is the current key's signer, local or external; a replica that lacks a key some device is enrolled with stays
-// ready, and says how many such devices there are.
+// (G-R50): its mode is the current key's signer, local or external; a
+// replica that lacks a key some device is enrolled with stays ready, and
+// says how many such devices there are.
 type grantsReadiness struct {
 	Mode       string   `json:"mode"`
 	Current    string   `json:"current"`

@@ -179,3 +179,25 @@ test(`${RELAY}: T3 (b), a not-a-member decline stands after the membership is ad
     }
   }, ["bob-run", ...logNames()]),
 );
+
+test(`${RELAY}: with the membership in the author's store, a new job of alice's runs on bob's daemon under the author's grant`, { timeout: 90_000 }, () =>
+  withLogs(async () => {
+    assert.ok(state.run, "T3 (b) must run first");
+    const app = siteApp({ keys: state.site.keys, siteId: SITE_ID, relayUrl: state.relay.siteUrl });
+    const prompt = `grants interop: alice's job, bob now a member (${tag})`;
+    const handle = await app.enqueue({ kind: "llm.generate", owner: "alice", payload: { prompt } });
+    let result;
+    await waitFor("alice's job to finish on bob", async () => {
+      if (state.run.exit) throw new Error(`bob's byollm run exited: ${JSON.stringify(state.run.exit)}`);
+      const report = await app.cloud.pump();
+      if (report.refused.length > 0) throw new Error(`the SDK refused ${report.refused.join(", ")}`);
+      result = await app.result(handle.id);
+      return result && result.state !== "queued" && result.state !== "claimed";
+    }, { timeoutMs: 60_000, intervalMs: 150 });
+    assert.equal(result.state, "ok", JSON.stringify(result));
+    assert.equal(result.provenance?.runnerId, BOB, "it ran on bob's daemon, which verified the author's grant");
+    assert.ok(JSON.stringify(state.model.calls).includes(prompt));
+    assert.deepEqual((await onBob(handle.id)).map((d) => d.granted), [true], "the author granted it once");
+    if (!CONTROL) assert.equal(await metric('relayd_signed_grants_total{outcome="granted"'), 1);
+  }, ["bob-run", ...logNames()]),
+);
