@@ -85,14 +85,16 @@ interop: interop-deps
 ## two published byollm daemons of two owners and the site SDK, with the
 ## published relay wired to the published control plane as the control
 ## (interop/grants/), on relayd's memory store and on three replicas on one
-## Valkey. Its waits span the 30 s not-before of a transient decline.
+## Valkey. Its waits span the 30 s not-before of a transient decline, and
+## T3 (b) (grants/permanence.test.mjs, relayd's external author) waits out
+## a 60 s deadline.
 INTEROP_GRANTS_RELAYS := control relayd relayd-valkey-3
 .PHONY: interop-grants
 interop-grants: interop-deps
 	@command -v valkey-server >/dev/null || command -v redis-server >/dev/null || \
 	  { echo "interop: neither valkey-server nor redis-server is on PATH"; exit 1; }
 	$(GO) build -o $(INTEROP_RELAYD) ./cmd/relayd
-	INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) ./.ci/interop-suites grants 300 $(INTEROP_GRANTS_RELAYS)
+	INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) ./.ci/interop-suites grants 360 $(INTEROP_GRANTS_RELAYS)
 
 interop-deps:
 	@command -v node >/dev/null && command -v npm >/dev/null || { echo "interop: node and npm are required"; exit 1; }

@@ -43,6 +43,11 @@ type Claim struct {
 	// Capabilities are this claim request's, service and offer scope
 	// included.
 	Capabilities []proto2.Capability
+	// Lease and RunnerID are the claim's lease on the job and the claiming
+	// runner: the local law reads neither, an external author is sent both
+	// (G-R3, G-R36).
+	Lease    proto2.Lease
+	RunnerID string
 }
 
 // Terms are what a granted job's grant says, less its id, its time and its
@@ -57,10 +62,21 @@ type Decision struct {
 	Granted bool
 	Terms   Terms  // when Granted
 	Reason  Reason // when not Granted
+
+	// authored is a decline an external author made, and permanent its
+	// own word on permanence, which is trusted (G-R38).
+	authored, permanent bool
 }
 
-// Permanent reports whether a decline bars the job from this device.
-func (d Decision) Permanent() bool { return !d.Granted && d.Reason.Permanent() }
+// Permanent reports whether a decline bars the job from this device: an
+// external author's decline is permanent exactly when it said so, the
+// local law's when its reason is one of the two permanent ones.
+func (d Decision) Permanent() bool {
+	if d.authored {
+		return !d.Granted && d.permanent
+	}
+	return !d.Granted && d.Reason.Permanent()
+}
 
 func declined(r Reason) Decision { return Decision{Reason: r} }
 

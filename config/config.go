@@ -92,6 +92,9 @@ type Config struct {
 	// the first current. Only the paths: the server loads the keys into
 	// package admission, the one holder of key material. Empty is off.
 	GrantKeyFiles []string
+	// GrantAuthor is an external grant author (grantauthor.go), beside or
+	// instead of the local keys.
+	GrantAuthor GrantAuthor
 }
 
 // Protocols says which wire protocols relayd serves.
@@ -212,6 +215,7 @@ func flagSet(c *Config) *flag.FlagSet {
 		}
 		return nil
 	})
+	grantAuthorFlags(fs, &c.GrantAuthor)
 	fs.DurationVar(&c.TestClockOffset, testClockOffsetFlag, 0, "TESTS ONLY: shift this process's own clock by this much")
 	fs.Func("valkey-addr", "Valkey address host:port; repeat or comma-separate for cluster seeds or sentinels", func(s string) error {
 		for _, a := range strings.Split(s, ",") {
@@ -376,7 +380,7 @@ func (c Config) validateV2() []error {
 	if slices.Contains(c.GrantKeyFiles, "") {
 		errs = append(errs, errors.New("--grant-key-file names an empty path"))
 	}
-	return errs
+	return append(errs, c.GrantAuthor.validate(c.Protocols.V2)...)
 }
 
 // Usage writes the flag list with environment twins to w.

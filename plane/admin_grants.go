@@ -30,8 +30,9 @@ func (a *Admin) grantKeys(c echo.Context) error {
 }
 
 // grantsReadiness is what /readyz says of grants when a key is configured
-// (G-R50): a replica that lacks a key some device is enrolled with stays
-// ready, and says how many such devices there are.
+// (G-R50): its mode is the current key's signer, local or external; a
+// replica that lacks a key some device is enrolled with stays ready, and
+// says how many such devices there are.
 type grantsReadiness struct {
 	Mode       string   `json:"mode"`
 	Current    string   `json:"current"`
@@ -45,7 +46,7 @@ func (a *Admin) grantsReadiness() *grantsReadiness {
 	if len(keys) == 0 {
 		return nil
 	}
-	r := &grantsReadiness{Mode: "local", Current: keys[0].KeyID, Keys: []string{}, Unsignable: g.Unsignable(a.relay.projection())}
+	r := &grantsReadiness{Mode: keys[0].Signer, Current: keys[0].KeyID, Keys: []string{}, Unsignable: g.Unsignable(a.relay.projection())}
 	for _, k := range keys {
 		r.Keys = append(r.Keys, k.KeyID)
 	}

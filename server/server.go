@@ -49,6 +49,10 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 	if err != nil {
 		return err
 	}
+	external, err := openExternalAuthor(cfg.GrantAuthor, ring, LocalClock(cfg), logger)
+	if err != nil {
+		return err
+	}
 	b, err := backend.Open(ctx, backend.Options{
 		Kind: cfg.Store, Valkey: cfg.StoreValkeyOptions(), Clock: LocalClock(cfg),
 		RateLimit: cfg.RateLimit, SiteRateLimit: cfg.SiteRateLimit, Logger: logger, OnStoreRetry: m.StoreRetried,
@@ -75,7 +79,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RateLimit: b.RateLimit, RunnerRate: cfg.RateLimit, SiteRateLimit: b.SiteRateLimit, SiteRate: cfg.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
-		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg, grantAuthor(ring, m)), AdminHosts: cfg.AdminHostNames(),
+		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg, grantAuthor(ring, external, m)), AdminHosts: cfg.AdminHostNames(),
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
@@ -139,15 +143,23 @@ func v2Options(cfg config.Config, grants *codec2.Grants) codec2.Options {
 	}
 }
 
-// grantAuthor is relayd's local grant author over ring, counted in m, or
-// nil when no key is configured: then every device keeps D4 (DG1). The
-// owner's default is on (DG3, G-R8).
-func grantAuthor(ring *admission.KeyRing, m *metrics.Metrics) *codec2.Grants {
-	if ring == nil || ring.Len() == 0 {
+// grantAuthor is relayd's local grant author over ring beside the
+// external author, if any (G-R35), counted in m, or nil when neither is
+// configured: then every device keeps D4 (DG1). The owner's default is on
+// (DG3, G-R8).
+func grantAuthor(ring *admission.KeyRing, external *admission.External, m *metrics.Metrics) *codec2.Grants {
+	if ring.Len() == 0 && external == nil {
 		return nil
 	}
+	authors := admission.Authors{Observe: m.GrantAuthored}
+	if ring.Len() > 0 {
+		authors.Local = admission.Author{Law: admission.Law{OwnDefault: true}, Keys: ring, Random: rand.Reader}
+	}
+	if external != nil {
+		authors.External = external
+	}
 	return &codec2.Grants{
-		Author:  admission.Author{Law: admission.Law{OwnDefault: true}, Keys: ring, Random: rand.Reader},
+		Author:  authors,
 		Decided: func(d admission.Decision) { m.SignedGrantDecided(decisionLabels(d)) },
 		Skipped: m.GrantClaimSkipped, SettleFailed: m.GrantSettleFailed,
 	}
@@ -191,7 +203,9 @@ func openGrantKeys(cfg config.Config, logger *slog.Logger) (*admission.KeyRing, 
 	}
 	current, ok := ring.Current()
 	if !ok {
-		logger.Info("grants: off — devices serve their owners only (D4)")
+		if !cfg.GrantAuthor.Enabled() {
+			logger.Info("grants: off — devices serve their owners only (D4)")
+		}
 		return ring, nil
 	}
 	logger.Info(fmt.Sprintf("grants: local, current key %s, %d keys", admission.KeyID(current), ring.Len()),

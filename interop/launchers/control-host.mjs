@@ -143,7 +143,8 @@ const adminServer = createServer(async (req, res) => {
 });
 
 // The grants suite's operator side: GET/PUT /fixture reads and replaces the
-// whole policy (projection and store at once, as relayd rereads its file);
+// whole policy (projection and store at once, as relayd rereads its file),
+// PUT /policy the store's alone;
 // GET /decisions is the author's decision log; GET /claims the count above.
 async function grantsAdmin(req, url) {
   if (url.pathname === "/fixture" && req.method === "GET") return json(200, fixture);
@@ -154,6 +155,14 @@ async function grantsAdmin(req, url) {
     relay.project(projected(next));
     author.setPolicy(next);
     fixture = next;
+    return json(200, { replaced: true });
+  }
+  // PUT /policy replaces the policy store alone, the projection unchanged:
+  // the routing and the author's facts then differ (T3 (b)).
+  if (url.pathname === "/policy" && req.method === "PUT") {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    author.setPolicy(JSON.parse(Buffer.concat(chunks).toString("utf8")));
     return json(200, { replaced: true });
   }
   if (url.pathname === "/decisions" && req.method === "GET") return json(200, author.decisions);

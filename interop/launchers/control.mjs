@@ -82,6 +82,8 @@ export async function launch({ fixture, workDir, extraArgs = [] }) {
           readFixture: () => adminJson("/fixture"),
           /** Replace the projection and the policy store at once. */
           writeFixture: (next) => adminJson("/fixture", { method: "PUT", body: JSON.stringify(next) }),
+          /** Replace the policy store alone, the projection unchanged. */
+          writePolicy: (next) => adminJson("/policy", { method: "PUT", body: JSON.stringify(next) }),
           /** The engine's decisions: {runnerId, user, jobId, granted, reason?, permanent?}. */
           decisions: () => adminJson("/decisions"),
           /** Claims the relay answered 200. */

@@ -17,7 +17,9 @@ import (
 // a device whose record names a grantKey is enrolled: it is offered what
 // rosters route to it, and every job it claims is authored first.
 type Grants struct {
-	Author admission.Author
+	// Author authors each claimed job: the local law, an external author,
+	// or both side by side (admission.Authors).
+	Author admission.Authority
 	// Decided, when set, hears each decision (G-R51), never the grant.
 	Decided func(admission.Decision)
 	// Skipped, when set, hears each claim a guard answered empty (G-R15),
@@ -56,7 +58,7 @@ func (g *Grants) PublicKeyFor(k projection.GrantKey) string {
 	if g == nil || k.IsZero() {
 		return ""
 	}
-	if _, ok := g.Author.Keys.Lookup(k.String()); !ok {
+	if !g.Author.Holds(k.String()) {
 		return ""
 	}
 	return k.String()
@@ -67,7 +69,7 @@ func (g *Grants) enrolled(who *caller) bool { return g != nil && !who.device.Gra
 
 // guard is the cause a claim by who is answered empty for, or "" (G-R15).
 func (g *Grants) guard(who *caller) string {
-	if _, ok := g.Author.Keys.Lookup(who.device.GrantKey.String()); !ok {
+	if !g.Author.Holds(who.device.GrantKey.String()) {
 		return SkipKeyUnavailable
 	}
 	if who.skewMs < deviceBehindMs || who.skewMs > deviceAheadMs {
@@ -122,7 +124,8 @@ func (c *Codec) authorAll(ctx context.Context, who *caller, caps []proto2.Capabi
 	in := store.SettleGrantsInput{RunnerID: who.device.RunnerID, RetryAfterMs: RetryAfterMs}
 	grants := map[string]*proto2.SignedGrant{}
 	for _, j := range jobs {
-		claim := admission.Claim{Stub: proto2.JobStub(j.JobStub), DeviceOwner: who.device.Owner, Capabilities: caps}
+		claim := admission.Claim{Stub: proto2.JobStub(j.JobStub), DeviceOwner: who.device.Owner, Capabilities: caps,
+			Lease: j.Lease, RunnerID: who.device.RunnerID}
 		out := g.Author.Author(ctx, proj, claim, who.device.GrantKey, c.env.Clock.Now())
 		ref := protocol.LeaseRef{JobID: j.ID, LeaseID: j.Lease.ID}
 		switch {
@@ -211,9 +214,8 @@ func (g *Grants) Keys() []GrantKey {
 	if g == nil {
 		return out
 	}
-	for _, k := range g.Author.Keys.PublicKeys() {
-		id, _ := protocol.KeyIDOf(k)
-		out = append(out, GrantKey{PublicKey: k, KeyID: id, Signer: "local"})
+	for _, k := range g.Author.AuthorKeys() {
+		out = append(out, GrantKey{PublicKey: k.PublicKey, KeyID: k.KeyID, Signer: k.Signer})
 	}
 	return out
 }
