@@ -94,7 +94,7 @@ interop-grants: interop-deps
 	@command -v valkey-server >/dev/null || command -v redis-server >/dev/null || \
 	  { echo "interop: neither valkey-server nor redis-server is on PATH"; exit 1; }
 	$(GO) build -o $(INTEROP_RELAYD) ./cmd/relayd
-	INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) ./.ci/interop-suites grants 360 $(INTEROP_GRANTS_RELAYS)
+	INTEROP_FILES_AT_ONCE=2 INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) ./.ci/interop-suites grants 360 $(INTEROP_GRANTS_RELAYS)
 
 interop-deps:
 	@command -v node >/dev/null && command -v npm >/dev/null || { echo "interop: node and npm are required"; exit 1; }
