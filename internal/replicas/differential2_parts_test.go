@@ -16,6 +16,7 @@ import (
 	"github.com/byollm/relayd/internal/peer"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
+	"github.com/byollm/relayd/store"
 )
 
 // The three parts of the differential workload (differential2_test.go).
@@ -290,10 +291,17 @@ func (p *diffPeers) releases(ctx context.Context, h *handJobs) error {
 	if err2 != nil || err3 != nil {
 		return fmt.Errorf("the second race: %v %v", err2, err3)
 	}
+	before, err := p.s.Pending(ctx)
+	if err != nil {
+		return err
+	}
 	p.release(ctx, "release/a held lease", g2.d, "a2", g2.job.Lease.ID, protocol.ReasonShutdown)
 	p.release(ctx, "release/the same lease again", g2.d, "a2", g2.job.Lease.ID, protocol.ReasonShutdown)
 	p.release(ctx, "release/a done job's lease", g0.d, "a0", g0.job.Lease.ID, protocol.ReasonShutdown)
-	x := other(p.a, g3.d)
+	p.obs.put("payload/a released job", sealPending(ctx, p.s, before.Jobs, "a2", g2.job.DeadlineAt))
+	// x is neither a2's first holder nor a3's, so the payload a2's first
+	// grant was sealed for is another device's once x holds a2.
+	x := other(p.a, g3.d, g2.d)
 	for _, j := range p.claimOne(ctx, "claim/after the release, one slot free", x) {
 		h.add(diffGrab{d: x, job: j}, p.name(j))
 	}
@@ -308,6 +316,7 @@ func (p *diffPeers) releases(ctx context.Context, h *handJobs) error {
 	}
 	p.claimOne(ctx, "claim/another runner, at the cap", x)
 	again, _ := h.grant("S:a2")
+	p.obs.put("payload/a seal for the released grant's device, another holding it", sealPending(ctx, p.s, before.Jobs, "a2", g2.job.DeadlineAt))
 	p.obs.put("payload/the released job's new grant", sealPending(ctx, p.s, pend.Jobs, "a2", again.job.DeadlineAt))
 	for _, j := range p.claimOne(ctx, "claim/another runner, once a slot is free", x) {
 		h.add(diffGrab{d: x, job: j}, p.name(j))
@@ -376,6 +385,8 @@ func (p *diffPeers) lapse(ctx context.Context) error {
 		}
 	}
 	claimant := p.b[0]
+	resp, err := p.b[1].Claim(ctx, nil, 8)
+	p.obs.put("claim/no capabilities", fmt.Sprintf("%s [%s]", answer(err), p.names(resp.Jobs)))
 	first := p.claimOne(ctx, "lapse/the first claim", claimant)
 	others := func() string { return together(p.claimAnswer(ctx, p.b[1]), p.claimAnswer(ctx, p.b[2])) }
 	p.obs.put("lapse/the others, before the lapse", others())
@@ -473,8 +484,17 @@ func (p *diffPeers) bulk(ctx context.Context) error {
 	deadlines := map[string]int64{}
 	for i := range bulkJobs {
 		stub := p.stub(p.s, fmt.Sprintf("c%02d", i), p.fx.Owners[2])
-		if _, err := p.s.Enqueue(ctx, stub); err != nil {
-			return fmt.Errorf("enqueue: %w", err)
+		enqueue := func() string {
+			resp, err := p.s.Enqueue(ctx, stub)
+			if err != nil {
+				return answer(err)
+			}
+			return resp.State
+		}
+		if i == 0 {
+			p.obs.put("enqueue/the same new job twice at once", together(enqueue, enqueue))
+		} else if got := enqueue(); got != string(store.Queued) {
+			return fmt.Errorf("enqueue %s: %s", stub.ID, got)
 		}
 		deadlines[stub.ID] = stub.DeadlineAt
 	}
