@@ -256,7 +256,7 @@ func together(calls ...func() string) string {
 	return strings.Join(out, " | ")
 }
 
-// grab is one job a claim granted, and to which daemon.
+// diffGrab is one job a claim granted, and to which daemon.
 type diffGrab struct {
 	d   *peer.Daemon2
 	job proto2.ClaimedStub
