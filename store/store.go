@@ -60,6 +60,10 @@ const (
 	// under the same lease id (README D14): one default lease length, from
 	// the lapse. The published site SDK completes a job only under the
 	// first lease it sealed to, so a new holder could never finish it.
+	// It does not follow --lease-ms: what it must outlast is the published
+	// daemon's way back (a 10 s sleep after a failed call, an idle poll of
+	// up to 11.5 s, a 30 s breaker on re-working a job), which a shorter
+	// lease does not shorten.
 	HolderReturnMs = protocol.DefaultLeaseMs
 )
 

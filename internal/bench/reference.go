@@ -223,3 +223,30 @@ func (b *tailBuffer) String() string {
 	defer b.mu.Unlock()
 	return string(b.buf)
 }
+
+// ReferenceRelay is a running reference relay for a test that drives it
+// directly, such as a differential test against relayd: the same control
+// host the reference target runs, on one loopback port.
+type ReferenceRelay struct{ r *referenceRelay }
+
+// StartReference runs the reference relay on fixturePath, a relayd fixture
+// file, and returns once it listens.
+func StartReference(ctx context.Context, ref Reference, fixturePath string) (*ReferenceRelay, error) {
+	r, err := startReference(ctx, ref, fixturePath)
+	if err != nil {
+		return nil, err
+	}
+	return &ReferenceRelay{r: r}, nil
+}
+
+// URL is the relay's origin, for both planes.
+func (r *ReferenceRelay) URL() string { return r.r.url }
+
+// Label names the published relay and the node that runs it.
+func (r *ReferenceRelay) Label() string { return r.r.label }
+
+// Stderr is the tail of what the host wrote to stderr, for a failure report.
+func (r *ReferenceRelay) Stderr() string { return r.r.stderr.String() }
+
+// Close stops the relay.
+func (r *ReferenceRelay) Close() error { return r.r.Close() }

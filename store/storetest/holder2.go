@@ -16,8 +16,9 @@ func holderContract2(s suite) {
 	s.run("v2 D14: a sealed job's lapsed lease goes back to its holder, same lease id, still ready", holder2RegrantsSameLease)
 	s.run("v2 D14: while it waits for its holder, no other runner is offered it and the site sees no pending job", holder2HiddenFromOthers)
 	s.run("v2 D14: the holder must come back with the device the payload was sealed to", holder2SameDeviceOnly)
-	s.run("v2 D14: a holder that does not come back within one lease length loses it to the queue", holder2WindowEnds)
+	s.run("v2 D14: a holder that does not come back within store.HolderReturnMs loses it to the queue", holder2WindowEnds)
 	s.run("v2 D14: an unsealed job's lapse is unchanged: a sealing lapse, a new lease", holder2UnsealedUnchanged)
+	s.run("v2 D14: the holder's window is store.HolderReturnMs whatever the lease length", holder2WindowIgnoresLeaseLength)
 }
 
 // sealedAndLapsed claims job id for alice, seals it, lets her fetch it
@@ -92,4 +93,33 @@ func holder2UnsealedUnchanged(t *testing.T, b *bundle) {
 	j := b.requireState(t, "a", store.Queued)
 	require.Equal(t, 1, j.SealAttempts)
 	require.NotEqual(t, c.Lease.ID, b.claim2One(t, alice).Lease.ID)
+}
+
+// holder2WindowIgnoresLeaseLength: with leases far shorter than the
+// window, a holder that comes back several lease lengths after the lapse,
+// but within store.HolderReturnMs, still gets its job. The published
+// daemon's way back (a 10 s sleep after an error, an idle poll of up to
+// 11.5 s, a 30 s breaker on re-working a job) does not shrink with the
+// relay's lease (README D14).
+func holder2WindowIgnoresLeaseLength(t *testing.T, b *bundle) {
+	const short = 5_000
+	require.Less(t, 4*short, store.HolderReturnMs, "the case needs a lease well under the window")
+	claim := func(d device) []protocol.ClaimedStub {
+		return b.claimInput(t, store.ClaimInput{
+			Proto: store.Proto2, RunnerID: d.runner, Owner: d.owner, Device: identityOf(d), Routes: []store.Route{on(Site, d.owner)},
+			Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: short,
+		})
+	}
+	b.enqueue2(t, "a")
+	first := claim(alice)
+	require.Len(t, first, 1)
+	b.sealOn(t, Site, first[0])
+	_, err := b.fetch2(first[0])
+	require.NoError(t, err)
+	b.advance(t, (short+3*short)*time.Millisecond) // lapsed three lease lengths ago
+	require.Empty(t, normalised(b.sweep(t)).Requeued, "still waiting for its holder")
+	require.Empty(t, claim(alice2), "and for no one else")
+	again := claim(alice)
+	require.Len(t, again, 1, "the holder gets it back past a lease length")
+	require.Equal(t, first[0].Lease.ID, again[0].Lease.ID)
 }
