@@ -26,9 +26,6 @@ const maxFuncLines = 80
 // list never names one that no longer needs it. No production function is
 // excused.
 var longTestFuncs = []string{
-	"deploy/compose_test.go:TestComposeLoadBalancer",
-	"deploy/dockerfile_test.go:TestDockerfile",
-	"deploy/kubernetes_test.go:checkValkey",
 	"internal/peer/http_test.go:TestDaemonEndpoints",
 	"internal/peer/http_test.go:TestSiteEndpoints",
 	"internal/replicas/faults_test.go:testValkeyRestart",
