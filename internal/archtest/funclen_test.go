@@ -26,8 +26,6 @@ const maxFuncLines = 80
 // list never names one that no longer needs it. No production function is
 // excused.
 var longTestFuncs = []string{
-	"internal/peer/http_test.go:TestDaemonEndpoints",
-	"internal/peer/http_test.go:TestSiteEndpoints",
 	"internal/replicas/faults_test.go:testValkeyRestart",
 	"internal/replicas/lease_test.go:TestLeaseLapse_SilentDaemonLosesItsJobToAnother",
 	"plane/refusals_test.go:TestEveryA16RefusalByteForByte",
