@@ -327,7 +327,13 @@ func TestComposeLoadBalancer(t *testing.T) {
 	if front.has("stats") {
 		t.Error("the public frontend serves HAProxy's stats page")
 	}
+	checkLBServers(t, backend, backendName, services)
+}
 
+// checkLBServers: HAProxy's public backend holds every relayd replica on
+// its public port, checks each on its admin port with GET /readyz and
+// wants a 200, and never sends traffic to an admin port.
+func checkLBServers(t *testing.T, backend *haproxySection, backendName string, services []types.ServiceConfig) {
 	servers := backend.servers()
 	if len(servers) == 0 {
 		t.Fatalf("backend %s has no servers", backendName)

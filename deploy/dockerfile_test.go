@@ -97,6 +97,13 @@ func TestDockerfile(t *testing.T) {
 	}
 	build, final := stages[0], stages[len(stages)-1]
 
+	checkBuildStage(t, root, preamble, build)
+	checkFinalStage(t, build, final)
+}
+
+// checkBuildStage: the builder's Go is recent enough, modules download in
+// a cached layer of their own, and relayd builds static and trimmed.
+func checkBuildStage(t *testing.T, root string, preamble []dockerInstr, build *dockerStage) {
 	// The builder's Go is at least what go.mod asks for.
 	goVersion := ""
 	for _, in := range preamble {
@@ -145,7 +152,11 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("go build line %q lacks %s", buildCmd, want)
 		}
 	}
+}
 
+// checkFinalStage: the final image is minimal and non-root, exposes the
+// two ports, and runs the relayd the build stage built.
+func checkFinalStage(t *testing.T, build, final *dockerStage) {
 	// The final image: minimal, non-root, the two ports, relayd as entrypoint.
 	if !strings.HasPrefix(final.from, "gcr.io/distroless/static") && final.from != "scratch" {
 		t.Errorf("final stage is FROM %s, want distroless static or scratch", final.from)

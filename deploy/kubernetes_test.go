@@ -749,9 +749,17 @@ func checkValkey(t *testing.T, m *manifests, ov overlay, c *corev1.Container, cf
 		return
 	}
 
-	host, port, ok := strings.Cut(cfg.Valkey.Addrs[0], ":")
+	checkInClusterValkey(t, m, cfg.Valkey.Addrs[0])
+}
+
+// checkInClusterValkey: the Service relayd is pointed at (addr) selects
+// the Valkey StatefulSet that governs it, whose data lives on a volume
+// claim, with AOF on and noeviction, reached on Valkey's 6379.
+func checkInClusterValkey(t *testing.T, m *manifests, addr string) {
+	t.Helper()
+	host, port, ok := strings.Cut(addr, ":")
 	if !ok {
-		t.Fatalf("%s: Valkey address %q has no port", m.where, cfg.Valkey.Addrs[0])
+		t.Fatalf("%s: Valkey address %q has no port", m.where, addr)
 	}
 	var svc *corev1.Service
 	for _, s := range m.services {

@@ -84,12 +84,36 @@ func TestParseAccepts(t *testing.T) {
 	}
 }
 
+// fixtureRefusal is a fixture document Parse refuses, and a fragment of
+// its error message.
+type fixtureRefusal struct {
+	name string
+	doc  string
+	want string
+}
+
 func TestParseRefuses(t *testing.T) {
-	cases := []struct {
-		name string
-		doc  string
-		want string // a fragment of the error message
-	}{
+	cases := append(shapeRefusals(t), valueRefusals(t)...)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := projection.Parse([]byte(tc.doc))
+			require.Error(t, err)
+			require.Nil(t, f)
+			require.Contains(t, err.Error(), tc.want)
+			require.True(t, strings.HasPrefix(err.Error(), "fixture: "), "error %q names its source", err)
+
+			// A projection built from the same bytes is refused too.
+			p, err := projection.FromJSON([]byte(tc.doc))
+			require.Error(t, err)
+			require.Nil(t, p)
+		})
+	}
+}
+
+// shapeRefusals are the documents refused for their shape: the document
+// itself, a missing consents, and unknown or repeated keys at every level.
+func shapeRefusals(t *testing.T) []fixtureRefusal {
+	return []fixtureRefusal{
 		// The document itself.
 		{"empty document", ``, "empty document"},
 		{"whitespace only", " \n", "empty document"},
@@ -131,7 +155,13 @@ func TestParseRefuses(t *testing.T) {
 		{"duplicate roster key", edit(t, `"members": ["bob"]`, `"members": ["bob"], "members": []`), `rosters[0]: duplicate key "members"`},
 		{"duplicate revocation key", edit(t, `{"owner": "carol", "siteId": "s1"}`, `{"owner": "carol", "owner": "dave", "siteId": "s1"}`), `revoked[0]: duplicate key "owner"`},
 		{"duplicate key spelled with an escape", `{"consents": [], "cons\u0065nts": []}`, `duplicate key "consents"`},
+	}
+}
 
+// valueRefusals are the documents refused for a value: a null, a missing
+// required field, an empty string, a wrong type.
+func valueRefusals(t *testing.T) []fixtureRefusal {
+	return []fixtureRefusal{
 		// null is never valid.
 		{"consents null", `{"consents": null}`, "consents: null is not allowed"},
 		{"sites null", `{"consents": [], "sites": null}`, "sites: null is not allowed"},
@@ -190,20 +220,6 @@ func TestParseRefuses(t *testing.T) {
 		{"string as boolean", edit(t, `"paused": false`, `"paused": "yes"`), "must be a boolean"},
 		{"object key in unknown nested object", edit(t, `"paused": false`, `"paused": {"x": 1}`), "consents[0].paused: must be a boolean"},
 		{"identity as string", edit(t, `"device": {"identity": "DI", "encryption": "DE", "encryptionSig": "DS"}`, `"device": "DI"`), "devices[0].device: must be an object"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f, err := projection.Parse([]byte(tc.doc))
-			require.Error(t, err)
-			require.Nil(t, f)
-			require.Contains(t, err.Error(), tc.want)
-			require.True(t, strings.HasPrefix(err.Error(), "fixture: "), "error %q names its source", err)
-
-			// A projection built from the same bytes is refused too.
-			p, err := projection.FromJSON([]byte(tc.doc))
-			require.Error(t, err)
-			require.Nil(t, p)
-		})
 	}
 }
 

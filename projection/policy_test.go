@@ -98,6 +98,19 @@ var revokers = map[string]func(*policyHarness, string, string){
 }
 
 func TestPolicyStoreContract(t *testing.T) {
+	policyConsentCases(t)
+	policyMembershipCases(t)
+	t.Run("ids are opaque: site a with user b:c is not site a:b with user c", func(t *testing.T) {
+		h := newPolicyHarness(t)
+		h.consent("a", "b:c", mapping)
+		require.Equal(t, projection.ConsentNo, h.read("a:b", "c", "c").Consented)
+		require.Equal(t, projection.ConsentYes, h.read("a", "b:c", "b:c").Consented)
+	})
+}
+
+// policyConsentCases are the contract's cases of what a consent reads:
+// yes, no or paused, with its mappings, for its own person and site only.
+func policyConsentCases(t *testing.T) {
 	none := []projection.Mapping{}
 	t.Run("nobody consented reads no", func(t *testing.T) {
 		got := newPolicyHarness(t).read(siteA, alice, alice)
@@ -159,6 +172,11 @@ func TestPolicyStoreContract(t *testing.T) {
 		require.Equal(t, projection.ConsentNo, h.read(siteA, alice, alice).Consented)
 		require.Empty(t, h.read(siteA, alice, alice).Mappings)
 	})
+}
+
+// policyMembershipCases are the contract's cases of roster membership:
+// per owner, removable, and independent of consent.
+func policyMembershipCases(t *testing.T) {
 	t.Run("membership is per owner", func(t *testing.T) {
 		h := newPolicyHarness(t)
 		h.addMember(bob, alice)
@@ -183,12 +201,6 @@ func TestPolicyStoreContract(t *testing.T) {
 		got = h.read(siteA, alice, bob)
 		require.False(t, got.Member)
 		require.Equal(t, projection.ConsentYes, got.Consented)
-	})
-	t.Run("ids are opaque: site a with user b:c is not site a:b with user c", func(t *testing.T) {
-		h := newPolicyHarness(t)
-		h.consent("a", "b:c", mapping)
-		require.Equal(t, projection.ConsentNo, h.read("a:b", "c", "c").Consented)
-		require.Equal(t, projection.ConsentYes, h.read("a", "b:c", "b:c").Consented)
 	})
 }
 

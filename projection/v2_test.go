@@ -331,7 +331,19 @@ func TestRevokedDeviceFirstRecordWins(t *testing.T) {
 	require.True(t, d.Revoked)
 }
 
-func TestRoutesFor(t *testing.T) {
+// routesCase is a fixture, an owner, and the routes RoutesFor and
+// ClaimRoutesFor give that owner (none when want is nil).
+type routesCase struct {
+	name      string
+	f         projection.Fixture
+	owner     string
+	want      []projection.Route
+	wantClaim []projection.Route
+}
+
+// routesForCases are the worked examples of the spec and the cases around
+// them: pauses, revocations, unregistered sites, duplicates.
+func routesForCases() []routesCase {
 	site := func(id string) projection.SiteRecord {
 		return projection.SiteRecord{SiteID: id, Site: protocol.PublicIdentity{Identity: id + "I", Encryption: "E", EncryptionSig: "S"}}
 	}
@@ -339,13 +351,7 @@ func TestRoutesFor(t *testing.T) {
 		return projection.ConsentRecord{Owner: owner, SiteID: siteID, Paused: paused}
 	}
 	roster := []projection.RosterRecord{{ID: "r", Owner: "bob", Members: []string{"alice", "carol", "bob"}}}
-	tests := []struct {
-		name      string
-		f         projection.Fixture
-		owner     string
-		want      []projection.Route
-		wantClaim []projection.Route
-	}{
+	return []routesCase{
 		{
 			name: "spec worked example, bob",
 			f: projection.Fixture{
@@ -413,6 +419,10 @@ func TestRoutesFor(t *testing.T) {
 		},
 		{name: "unknown owner", f: projection.Fixture{Sites: []projection.SiteRecord{site("A")}}, owner: "nobody"},
 	}
+}
+
+func TestRoutesFor(t *testing.T) {
+	tests := routesForCases()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := projection.New(&tc.f)

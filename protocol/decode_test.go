@@ -389,7 +389,30 @@ func TestDecodeClaim(t *testing.T) {
 		}
 	})
 
-	refusals := []refusal{
+	checkRefusals(t, s, claimRefusals(t, v))
+
+	t.Run("reason names the place", func(t *testing.T) {
+		_, err := DecodeClaim(mustJSON(t, with(v(), "capabilities.0.kind", "llm.embed")))
+		var derr *DecodeError
+		require.ErrorAs(t, err, &derr)
+		require.Equal(t, "claim", derr.Schema)
+		require.Equal(t, "capabilities[0].kind", derr.Path)
+		require.Equal(t, `protocol: decode claim capabilities[0].kind: value not allowed: "llm.embed"`, err.Error())
+
+		_, err = DecodeClaim(mustJSON(t, with(v(), "capabilities.0.extra", 1)))
+		require.ErrorAs(t, err, &derr)
+		require.Equal(t, "capabilities[0]", derr.Path)
+		require.Equal(t, `protocol: decode claim capabilities[0]: unknown field: "extra"`, err.Error())
+
+		_, err = DecodeClaim(mustJSON(t, with(v(), "max", nil)))
+		require.Equal(t, "protocol: decode claim max: wrong type: want number, got null", err.Error())
+	})
+}
+
+// claimRefusals are the claim bodies the schema refuses, each one edit
+// away from the valid body v makes: the capabilities, then max.
+func claimRefusals(t *testing.T, v func() jobj) []refusal {
+	return []refusal{
 		{"protocolVersion 2", mustJSON(t, with(v(), "protocolVersion", "2")), ErrNotAllowed},
 		{"capabilities null", mustJSON(t, with(v(), "capabilities", nil)), ErrWrongType},
 		{"capability null", mustJSON(t, with(v(), "capabilities", []any{nil})), ErrWrongType},
@@ -422,24 +445,6 @@ func TestDecodeClaim(t *testing.T) {
 		{"max boolean", mustJSON(t, with(v(), "max", true)), ErrWrongType},
 		{"max array", mustJSON(t, with(v(), "max", []any{1})), ErrWrongType},
 	}
-	checkRefusals(t, s, refusals)
-
-	t.Run("reason names the place", func(t *testing.T) {
-		_, err := DecodeClaim(mustJSON(t, with(v(), "capabilities.0.kind", "llm.embed")))
-		var derr *DecodeError
-		require.ErrorAs(t, err, &derr)
-		require.Equal(t, "claim", derr.Schema)
-		require.Equal(t, "capabilities[0].kind", derr.Path)
-		require.Equal(t, `protocol: decode claim capabilities[0].kind: value not allowed: "llm.embed"`, err.Error())
-
-		_, err = DecodeClaim(mustJSON(t, with(v(), "capabilities.0.extra", 1)))
-		require.ErrorAs(t, err, &derr)
-		require.Equal(t, "capabilities[0]", derr.Path)
-		require.Equal(t, `protocol: decode claim capabilities[0]: unknown field: "extra"`, err.Error())
-
-		_, err = DecodeClaim(mustJSON(t, with(v(), "max", nil)))
-		require.Equal(t, "protocol: decode claim max: wrong type: want number, got null", err.Error())
-	})
 }
 
 func TestDecodeFetch(t *testing.T) {

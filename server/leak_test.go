@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/byollm/relayd/demo"
+	"github.com/byollm/relayd/internal/demo"
 	"github.com/byollm/relayd/internal/leaktest"
 	"github.com/byollm/relayd/internal/valkeytest"
 )

@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/byollm/relayd/demo"
+	"github.com/byollm/relayd/internal/demo"
 )
 
 func main() {

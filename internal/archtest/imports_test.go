@@ -51,7 +51,7 @@ var allowed = map[string][]string{
 // harness reports whether a package exists only for tests, benchmarks and
 // the demo: it may import production packages, but none may import it.
 func harness(pkg string) bool {
-	return strings.HasPrefix(pkg, "internal/") || pkg == "demo" || pkg == "cmd/relaybench" || pkg == "cmd/opcost" || pkg == "cmd/relayd-demo"
+	return strings.HasPrefix(pkg, "internal/") || pkg == "cmd/relaybench" || pkg == "cmd/opcost" || pkg == "cmd/relayd-demo"
 }
 
 // openedOnlyThroughBackend are the stores' own packages: past the store

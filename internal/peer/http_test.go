@@ -161,7 +161,43 @@ func TestDaemonEndpoints(t *testing.T) {
 	require.ErrorContains(t, err, "pair first")
 	require.Empty(t, relay.requests(), "nothing is sent before the daemon has a runner id")
 
-	// pair: unsigned, fixture body, pins the site.
+	pairDaemon(t, ctx, relay, d, device, site)
+
+	cases := daemonEndpointCases(ctx, d, site)
+	for _, tc := range cases {
+		t.Run(tc.endpoint, func(t *testing.T) {
+			relay.reply("/byollm/"+tc.endpoint, 200, tc.reply)
+			resp, err := tc.call()
+			require.NoError(t, err)
+			if tc.wantResp != nil {
+				require.Equal(t, tc.wantResp, resp)
+			}
+			req := relay.last(t)
+			require.Equal(t, http.MethodPost, req.Method)
+			require.Equal(t, "/byollm/"+tc.endpoint, req.Path)
+			require.Empty(t, req.Query)
+			require.Equal(t, "application/json", req.Header.Get("Content-Type"))
+			requireSigned(t, req, protocol.HeaderRunner, tc.endpoint, "runner-7", device)
+			require.JSONEq(t, tc.wantBody, string(req.Body))
+		})
+	}
+
+	claimed, err := d.Claim(ctx, nil, 1)
+	require.NoError(t, err)
+	require.Len(t, claimed.Jobs, 1)
+	require.Equal(t, "job-1", claimed.Jobs[0].ID)
+	require.Equal(t, "runner-7", claimed.Jobs[0].Lease.RunnerID)
+	require.Contains(t, string(relay.last(t).Body), `"capabilities":[]`, "no kinds is an empty array, never null")
+
+	_, err = d.Heartbeat(ctx, nil)
+	require.NoError(t, err)
+	require.Contains(t, string(relay.last(t).Body), `"activeLeases":[]`)
+}
+
+// pairDaemon pairs d as alice's device through relay, which answers as
+// site: pair is unsigned, carries the fixture body, and pins the site.
+func pairDaemon(t *testing.T, ctx context.Context, relay *fakeRelay, d *Daemon, device, site Keys) {
+	t.Helper()
 	pairResp, err := json.Marshal(protocol.PairResponse{ProtocolVersion: "0", RunnerID: "runner-7", Site: site.Public()})
 	require.NoError(t, err)
 	relay.reply("/byollm/pair", 200, string(pairResp))
@@ -181,7 +217,20 @@ func TestDaemonEndpoints(t *testing.T) {
 	pinned, ok := d.SiteIdentity()
 	require.True(t, ok)
 	require.Equal(t, site.Public(), pinned)
+}
 
+// daemonEndpointCase is one signed daemon call: the relay's reply, the
+// body the call must send, and the answer it must read.
+type daemonEndpointCase struct {
+	endpoint string
+	reply    string
+	call     func() (any, error)
+	wantBody string
+	wantResp any
+}
+
+// daemonEndpointCases are the signed calls of d, runner-7, paired to site.
+func daemonEndpointCases(ctx context.Context, d *Daemon, site Keys) []daemonEndpointCase {
 	stubJSON := `{"id":"job-1","kind":"llm.generate","owner":"alice","site":"` + site.KeyID() +
 		`","audience":"self","sizeClass":"small","streaming":false,"deadlineAt":1800000060000,` +
 		`"lease":{"id":"0b7e4a8c-1f3d-4c2a-9e5b-6d7f8a9b0c1d","runnerId":"runner-7","expiresAt":1800000060123}}`
@@ -192,13 +241,7 @@ func TestDaemonEndpoints(t *testing.T) {
 	caps := `[{"kind":"llm.generate","backendId":"ollama","backendClass":"http","model":"relayd-test","offerScope":"public"},` +
 		`{"kind":"llm.chat","backendId":"ollama","backendClass":"http","model":"relayd-test","offerScope":"public"}]`
 
-	cases := []struct {
-		endpoint string
-		reply    string
-		call     func() (any, error)
-		wantBody string
-		wantResp any
-	}{
+	return []daemonEndpointCase{
 		{
 			endpoint: "claim",
 			reply:    `{"jobs":[` + stubJSON + `],"leaseMs":60000}`,
@@ -237,34 +280,6 @@ func TestDaemonEndpoints(t *testing.T) {
 			wantResp: protocol.ReleaseResponse{Released: []string{"job-1"}},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.endpoint, func(t *testing.T) {
-			relay.reply("/byollm/"+tc.endpoint, 200, tc.reply)
-			resp, err := tc.call()
-			require.NoError(t, err)
-			if tc.wantResp != nil {
-				require.Equal(t, tc.wantResp, resp)
-			}
-			req := relay.last(t)
-			require.Equal(t, http.MethodPost, req.Method)
-			require.Equal(t, "/byollm/"+tc.endpoint, req.Path)
-			require.Empty(t, req.Query)
-			require.Equal(t, "application/json", req.Header.Get("Content-Type"))
-			requireSigned(t, req, protocol.HeaderRunner, tc.endpoint, "runner-7", device)
-			require.JSONEq(t, tc.wantBody, string(req.Body))
-		})
-	}
-
-	claimed, err := d.Claim(ctx, nil, 1)
-	require.NoError(t, err)
-	require.Len(t, claimed.Jobs, 1)
-	require.Equal(t, "job-1", claimed.Jobs[0].ID)
-	require.Equal(t, "runner-7", claimed.Jobs[0].Lease.RunnerID)
-	require.Contains(t, string(relay.last(t).Body), `"capabilities":[]`, "no kinds is an empty array, never null")
-
-	_, err = d.Heartbeat(ctx, nil)
-	require.NoError(t, err)
-	require.Contains(t, string(relay.last(t).Body), `"activeLeases":[]`)
 }
 
 func TestDaemonBasePath(t *testing.T) {
@@ -329,20 +344,52 @@ func TestSiteEndpoints(t *testing.T) {
 	s, err := NewSite(testConfig(relay.srv.URL), siteKeys, "site a&b")
 	require.NoError(t, err)
 
+	cases := siteEndpointCases(ctx, s, siteKeys, device)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			relay.reply("/relay/site/"+tc.name, 200, tc.reply)
+			resp, err := tc.call()
+			require.NoError(t, err)
+			require.Equal(t, tc.wantResp, resp)
+			req := relay.last(t)
+			require.Equal(t, tc.method, req.Method)
+			require.Equal(t, "/relay/site/"+tc.name, req.Path)
+			requireSigned(t, req, protocol.HeaderSite, "site/"+tc.name, "site a&b", siteKeys)
+			if tc.method == http.MethodGet {
+				require.Equal(t, "siteId=site+a%26b", req.Query)
+				require.Empty(t, req.Body)
+				require.Equal(t, protocol.EmptyBodyDigest, sha256Hex(req.Body))
+			} else {
+				require.Empty(t, req.Query)
+				require.Equal(t, "application/json", req.Header.Get("Content-Type"))
+				require.JSONEq(t, tc.wantBody, string(req.Body))
+			}
+		})
+	}
+}
+
+// siteEndpointCase is one signed site call: its method, the relay's
+// reply, the body the call must send ("" for reads), and the answer it
+// must read.
+type siteEndpointCase struct {
+	name     string
+	method   string
+	reply    string
+	call     func() (any, error)
+	wantBody string
+	wantResp any
+}
+
+// siteEndpointCases are the signed calls of s, whose keys are siteKeys,
+// about jobs for device.
+func siteEndpointCases(ctx context.Context, s *Site, siteKeys, device Keys) []siteEndpointCase {
 	stub := s.Stub("job-1", protocol.KindChat, "alice", 1800000060000)
 	env := protocol.SealedEnvelope{Ciphertext: "Y3Q", RecipientKeyID: "BYOLLM-R", SenderKeyID: "BYOLLM-S", Direction: "payload", DeadlineAt: 5}
 	envJSON := `{"ciphertext":"Y3Q","recipientKeyId":"BYOLLM-R","senderKeyId":"BYOLLM-S","direction":"payload","deadlineAt":5}`
 	dev := device.Public()
 	devJSON := `{"identity":"` + dev.Identity + `","encryption":"` + dev.Encryption + `","encryptionSig":"` + dev.EncryptionSig + `"}`
 
-	cases := []struct {
-		name     string
-		method   string
-		reply    string
-		call     func() (any, error)
-		wantBody string // "" for reads
-		wantResp any
-	}{
+	return []siteEndpointCase{
 		{
 			name: "enqueue", method: http.MethodPost,
 			reply:    `{"jobId":"job-1","state":"queued"}`,
@@ -381,27 +428,6 @@ func TestSiteEndpoints(t *testing.T) {
 				JobID: "job-1", Envelope: env, Disposition: "ok", RunnerID: "runner-1", LeaseID: "lease-1", Device: dev, RunnerOwner: "alice",
 			}}},
 		},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			relay.reply("/relay/site/"+tc.name, 200, tc.reply)
-			resp, err := tc.call()
-			require.NoError(t, err)
-			require.Equal(t, tc.wantResp, resp)
-			req := relay.last(t)
-			require.Equal(t, tc.method, req.Method)
-			require.Equal(t, "/relay/site/"+tc.name, req.Path)
-			requireSigned(t, req, protocol.HeaderSite, "site/"+tc.name, "site a&b", siteKeys)
-			if tc.method == http.MethodGet {
-				require.Equal(t, "siteId=site+a%26b", req.Query)
-				require.Empty(t, req.Body)
-				require.Equal(t, protocol.EmptyBodyDigest, sha256Hex(req.Body))
-			} else {
-				require.Empty(t, req.Query)
-				require.Equal(t, "application/json", req.Header.Get("Content-Type"))
-				require.JSONEq(t, tc.wantBody, string(req.Body))
-			}
-		})
 	}
 }
 

@@ -117,11 +117,15 @@ func testValkeyRestart(t *testing.T, proto string) {
 		return err == nil
 	})
 	require.Equal(t, before, after, "the routing state is as it was")
-	for i, rep := range r.fleet.Replicas() {
-		require.Equal(t, pids[i], rep.Process().PID(), "replica %d was not restarted", i)
-	}
-	// And it is live: the daemon is still recognised, fetches the sealed
-	// job under its old lease, and claims the queued ones.
+	requireNotRestarted(t, r, pids)
+	requireStillLive(t, r, h, held, spare)
+	restartUnderLoad(t, r, srv, proto, pids)
+}
+
+// requireStillLive: after the restart the daemon is still recognised,
+// fetches the sealed job under its old lease, and claims the queued ones.
+func requireStillLive(t *testing.T, r *rig, h *hand, held handJob, spare peer.DemoDevice) {
+	t.Helper()
 	require.NoError(t, h.heartbeat(r.ctx, []protocol.LeaseRef{held.ref}))
 	fetched, err := h.fetch(r.ctx, held.ref)
 	require.NoError(t, err)
@@ -135,8 +139,12 @@ func testValkeyRestart(t *testing.T, proto string) {
 		ids = append(ids, j.ref.JobID)
 	}
 	require.ElementsMatch(t, []string{"kept-1", "kept-2", "kept-3"}, ids)
+}
 
-	// The second outage, under load.
+// restartUnderLoad stops and restarts Valkey with a workload at 30 %: the
+// workload meets the outage and ends clean, and no replica was restarted.
+func restartUnderLoad(t *testing.T, r *rig, srv *valkeytest.Server, proto string, pids map[int]int) {
+	t.Helper()
 	run := r.startWorkload(workload.Config{Protocol: proto, Jobs: sizeFor(proto, faultJobs(t), 4), ReplayFraction: 0.1, Allow503: true, StallTimeout: 60 * time.Second})
 	require.NoError(t, run.WaitCollected(r.ctx, atPercent(run, 30)))
 	srv.Stop(t)
@@ -147,10 +155,17 @@ func testValkeyRestart(t *testing.T, proto string) {
 	require.NoError(t, r.fleet.WaitReady(r.ctx))
 	rep := requireClean(t, run)
 	require.Positive(t, rep.Statuses[http.StatusServiceUnavailable], "the workload met the outage")
+	requireNotRestarted(t, r, pids)
+	requireEveryProtocolServed(t, proto, rep)
+}
+
+// requireNotRestarted: every replica still runs as the process pids
+// recorded.
+func requireNotRestarted(t *testing.T, r *rig, pids map[int]int) {
+	t.Helper()
 	for i, rep := range r.fleet.Replicas() {
 		require.Equal(t, pids[i], rep.Process().PID(), "replica %d was not restarted", i)
 	}
-	requireEveryProtocolServed(t, proto, rep)
 }
 
 // requireOutageAnswers checks every replica while Valkey is down: a 503

@@ -72,7 +72,6 @@ func testSweepersRacing(t *testing.T, proto string) {
 func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 	const leaseMs, sweep = 1500, 200 * time.Millisecond
 	r := newRig(t, rigOptions{fleet: fleet.Options{LeaseMs: leaseMs, SweepInterval: sweep}})
-	st := r.store()
 	urls := r.fleet.PublicURLs()
 	owner := r.fx.Owners[0]
 	devs := r.fx.DevicesOf(owner)
@@ -94,44 +93,8 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 	_, err = a.Fetch(r.ctx, stub.ID, leaseA.ID)
 	require.NoError(t, err)
 
-	// While it heartbeats, it keeps the job well past one lease.
 	ref := []protocol.LeaseRef{{JobID: stub.ID, LeaseID: leaseA.ID}}
-	var lastSent, lastRecv time.Time
-	for range 4 {
-		time.Sleep(leaseMs / 3 * time.Millisecond) // the heartbeat cadence itself, not a wait for a condition
-		lastSent = time.Now()
-		hb, err := a.Heartbeat(r.ctx, ref)
-		lastRecv = time.Now()
-		require.NoError(t, err)
-		require.Empty(t, hb.Lost, "a heartbeating holder keeps its lease")
-	}
-	job, ok, err := st.Job(r.ctx, r.fx.SiteID, stub.ID)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, store.Running, job.State)
-	require.Equal(t, leaseA.ID, job.ClaimedBy.LeaseID)
-
-	// Then it falls silent. Reads do not sweep, and nobody else calls the
-	// relay, so only a replica's background sweeper can requeue the job.
-	var requeuedAt time.Time
-	eventually(t, 10*time.Second, "the silent daemon's job goes back to the queue", func() bool {
-		job, _, err := st.Job(r.ctx, r.fx.SiteID, stub.ID)
-		require.NoError(t, err)
-		if job.State == store.Queued {
-			requeuedAt = time.Now()
-			return true
-		}
-		return false
-	})
-	expiryLow := lastSent.Add(leaseMs * time.Millisecond)
-	expiryHigh := lastRecv.Add(leaseMs * time.Millisecond)
-	late := requeuedAt.Sub(expiryHigh)
-	t.Logf("requeued %s after the latest possible expiry (sweep interval %s)", late.Round(time.Millisecond), sweep)
-	require.False(t, requeuedAt.Before(expiryLow), "requeued before the renewed lease could have lapsed")
-	// One sweep interval, plus this test's own poll and scheduling on a busy
-	// 2-core machine under -race; without a background sweeper the job would
-	// never come back at all, which the wait above already catches.
-	require.LessOrEqual(t, late, sweep+2*time.Second, "requeued within lease + sweep interval")
+	expiryLow := heartbeatThenFallSilent(t, r, a, ref, leaseMs*time.Millisecond, sweep)
 
 	// A's result, handed in now, is refused: nobody holds the job.
 	result, err := peer.Seal(devs[0].Keys, site.Keys().Public(), stub.ID, protocol.DirectionResult, stub.DeadlineAt, []byte(`{"text":"late"}`))
@@ -157,19 +120,72 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{stub.ID}, hb.Lost)
 
-	// B finishes it, and the site collects B's result, opened with the key
-	// pending named for B.
-	pending, err = site.AwaitPending(r.ctx, stub.ID)
+	finishOnB(t, r, site, b, devs[1], stub, leaseB)
+}
+
+// heartbeatThenFallSilent has a, the holder of ref's running job, keep it
+// by heartbeating past one lease, then fall silent: only a replica's
+// background sweeper can requeue the job, within lease + sweep interval.
+// It returns the earliest the renewed lease could have lapsed.
+func heartbeatThenFallSilent(t *testing.T, r *rig, a *peer.Daemon, ref []protocol.LeaseRef, lease, sweep time.Duration) time.Time {
+	t.Helper()
+	st := r.store()
+	stubID, leaseID := ref[0].JobID, ref[0].LeaseID
+	// While it heartbeats, it keeps the job well past one lease.
+	var lastSent, lastRecv time.Time
+	for range 4 {
+		time.Sleep(lease / 3) // the heartbeat cadence itself, not a wait for a condition
+		lastSent = time.Now()
+		hb, err := a.Heartbeat(r.ctx, ref)
+		lastRecv = time.Now()
+		require.NoError(t, err)
+		require.Empty(t, hb.Lost, "a heartbeating holder keeps its lease")
+	}
+	job, ok, err := st.Job(r.ctx, r.fx.SiteID, stubID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, store.Running, job.State)
+	require.Equal(t, leaseID, job.ClaimedBy.LeaseID)
+
+	// Then it falls silent. Reads do not sweep, and nobody else calls the
+	// relay, so only a replica's background sweeper can requeue the job.
+	var requeuedAt time.Time
+	eventually(t, 10*time.Second, "the silent daemon's job goes back to the queue", func() bool {
+		job, _, err := st.Job(r.ctx, r.fx.SiteID, stubID)
+		require.NoError(t, err)
+		if job.State == store.Queued {
+			requeuedAt = time.Now()
+			return true
+		}
+		return false
+	})
+	expiryLow := lastSent.Add(lease)
+	expiryHigh := lastRecv.Add(lease)
+	late := requeuedAt.Sub(expiryHigh)
+	t.Logf("requeued %s after the latest possible expiry (sweep interval %s)", late.Round(time.Millisecond), sweep)
+	require.False(t, requeuedAt.Before(expiryLow), "requeued before the renewed lease could have lapsed")
+	// One sweep interval, plus this test's own poll and scheduling on a busy
+	// 2-core machine under -race; without a background sweeper the job would
+	// never come back at all, which the wait above already catches.
+	require.LessOrEqual(t, late, sweep+2*time.Second, "requeued within lease + sweep interval")
+	return expiryLow
+}
+
+// finishOnB has b run the job under leaseB, and the site collect b's
+// result, opened with the key pending named for b.
+func finishOnB(t *testing.T, r *rig, site *peer.Site, b *peer.Daemon, devB peer.DemoDevice, stub protocol.JobStub, leaseB protocol.Lease) {
+	t.Helper()
+	pending, err := site.AwaitPending(r.ctx, stub.ID)
 	require.NoError(t, err)
 	require.Equal(t, leaseB.ID, pending.LeaseID)
 	_, err = site.SendPayload(r.ctx, pending, stub.DeadlineAt, []byte(`{"prompt":"hello"}`))
 	require.NoError(t, err)
 	ran, err := b.Fetch(r.ctx, stub.ID, leaseB.ID)
 	require.NoError(t, err)
-	plain, err := peer.Open(devs[1].Keys, ran.Envelope, peer.Expectation{JobID: stub.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Keys().Public().Identity})
+	plain, err := peer.Open(devB.Keys, ran.Envelope, peer.Expectation{JobID: stub.ID, Direction: protocol.DirectionPayload, SenderIdentity: site.Keys().Public().Identity})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"prompt":"hello"}`, string(plain))
-	resultB, err := peer.Seal(devs[1].Keys, site.Keys().Public(), stub.ID, protocol.DirectionResult, stub.DeadlineAt, []byte(`{"text":"from b"}`))
+	resultB, err := peer.Seal(devB.Keys, site.Keys().Public(), stub.ID, protocol.DirectionResult, stub.DeadlineAt, []byte(`{"text":"from b"}`))
 	require.NoError(t, err)
 	ans, err := b.Result(r.ctx, stub.ID, leaseB.ID, resultB, protocol.DispositionOK)
 	require.NoError(t, err)

@@ -80,88 +80,118 @@ func (r *Run) Check() []Violation {
 	return out
 }
 
+// checkJob returns every violation of one job, in a fixed order: its
+// enqueue, its result, its replays, its grants, its re-offer, its leases'
+// clock.
 func (r *Run) checkJob(j *job) []Violation {
-	out := append([]Violation(nil), j.problems...)
-	add := func(kind, format string, args ...any) {
-		out = append(out, Violation{Kind: kind, JobID: j.id, Site: j.siteID(), Detail: fmt.Sprintf(format, args...)})
-	}
+	c := &jobCheck{j: j, out: append([]Violation(nil), j.problems...)}
 	gs := j.sortedGrants()
+	c.enqueue()
+	c.collected(gs)
+	c.replays()
+	c.overlaps(gs)
+	c.out = append(c.out, checkReoffer(j, gs)...)
+	c.leaseClock(gs, r.cfg.ClockTolerance.Milliseconds())
+	return c.out
+}
 
-	// A new job is queued; only a try after one that may have created it
-	// can find it further on.
+// jobCheck collects the violations of one job.
+type jobCheck struct {
+	j   *job
+	out []Violation
+}
+
+func (c *jobCheck) add(kind, format string, args ...any) {
+	c.out = append(c.out, Violation{Kind: kind, JobID: c.j.id, Site: c.j.siteID(), Detail: fmt.Sprintf(format, args...)})
+}
+
+// enqueue: a new job is queued; only a try after one that may have
+// created it can find it further on.
+func (c *jobCheck) enqueue() {
+	j := c.j
 	if j.enqueued && j.enqueueState != "queued" && !j.enqueueRetried {
-		add(Inconsistent, "a first enqueue answered state %q", j.enqueueState)
+		c.add(Inconsistent, "a first enqueue answered state %q", j.enqueueState)
 	}
+}
 
-	// Collected exactly once, or accounted for.
+// collected: the result was collected exactly once, under the one lease
+// the relay accepted, or the job is accounted for.
+func (c *jobCheck) collected(gs []*grant) {
+	j := c.j
 	if j.site == nil {
 		if len(j.accepted) > 0 {
-			add(ResultNeverCollected, "the relay accepted a result under lease %s from %s; the site never saw it", j.accepted[0].leaseID, j.accepted[0].runner)
+			c.add(ResultNeverCollected, "the relay accepted a result under lease %s from %s; the site never saw it", j.accepted[0].leaseID, j.accepted[0].runner)
 		} else {
 			expired := ""
 			if j.deadlineAt > 0 && nowMs() >= j.deadlineAt {
 				expired = ", its deadline has passed"
 			}
-			add(Lost, "never finished (enqueued %v%s; %d grants: %s)", j.enqueued, expired, len(gs), describeGrants(gs))
+			c.add(Lost, "never finished (enqueued %v%s; %d grants: %s)", j.enqueued, expired, len(gs), describeGrants(gs))
 		}
 	}
 	acceptedLeases := map[string]bool{}
 	for _, a := range j.accepted {
 		acceptedLeases[a.leaseID] = true
 		if a.duplicate && !a.retried {
-			add(Inconsistent, "the first submission of the result under lease %s was answered duplicate", a.leaseID)
+			c.add(Inconsistent, "the first submission of the result under lease %s was answered duplicate", a.leaseID)
 		}
 	}
 	if len(acceptedLeases) > 1 {
-		add(ResultTwice, "results accepted under %d different leases", len(acceptedLeases))
+		c.add(ResultTwice, "results accepted under %d different leases", len(acceptedLeases))
 	}
 	if j.site != nil && len(acceptedLeases) > 0 && !acceptedLeases[j.site.leaseID] {
-		add(ResultTwice, "the site collected the result of lease %s, but the relay accepted lease %s's", j.site.leaseID, j.accepted[0].leaseID)
+		c.add(ResultTwice, "the site collected the result of lease %s, but the relay accepted lease %s's", j.site.leaseID, j.accepted[0].leaseID)
 	}
-	for _, rp := range j.replays {
+}
+
+// replays: every deliberate second submission was answered duplicate.
+func (c *jobCheck) replays() {
+	for _, rp := range c.j.replays {
 		switch {
 		case rp.err != "" && rp.refused:
-			add(DuplicateNotAnswered, "a replay under lease %s was refused: %s", rp.leaseID, rp.err)
+			c.add(DuplicateNotAnswered, "a replay under lease %s was refused: %s", rp.leaseID, rp.err)
 		case rp.err == "" && (rp.answer.Accepted || !rp.answer.Duplicate || rp.answer.State != "done"):
-			add(DuplicateNotAnswered, "a replay under lease %s was answered %+v", rp.leaseID, rp.answer)
+			c.add(DuplicateNotAnswered, "a replay under lease %s was answered %+v", rp.leaseID, rp.answer)
 		}
 	}
+}
 
-	// No grant while an earlier one was live, and none after the job was
-	// done. liveUntil is a lower bound of each grant's true end, so every
-	// overlap reported here is certain.
+// overlaps: no grant while an earlier one was live, and none after the
+// job was done. liveUntil is a lower bound of each grant's true end, so
+// every overlap reported here is certain.
+func (c *jobCheck) overlaps(gs []*grant) {
 	for i, a := range gs {
 		live := a.liveUntil()
 		for _, b := range gs[i+1:] {
 			if b.grantedAt < live {
-				add(DoubleGrant, "lease %s (%s) was granted at %d while lease %s (%s, granted %d) was live until at least %d [%s]",
+				c.add(DoubleGrant, "lease %s (%s) was granted at %d while lease %s (%s, granted %d) was live until at least %d [%s]",
 					b.leaseID, b.runner, b.grantedAt, a.leaseID, a.runner, a.grantedAt, live, describeGrant(a))
 			}
 		}
 	}
-	for _, a := range j.accepted {
+	for _, a := range c.j.accepted {
 		if a.duplicate {
 			continue
 		}
 		for _, b := range gs {
 			if b.grantedAt > a.recv {
-				add(DoubleGrant, "lease %s (%s) was granted at %d, after the result under lease %s was accepted (answer received at %d)",
+				c.add(DoubleGrant, "lease %s (%s) was granted at %d, after the result under lease %s was accepted (answer received at %d)",
 					b.leaseID, b.runner, b.grantedAt, a.leaseID, a.recv)
 			}
 		}
 	}
+}
 
-	out = append(out, checkReoffer(j, gs)...)
-
-	// Leases come from the store's clock, whatever the replica's own.
-	tol := r.cfg.ClockTolerance.Milliseconds()
+// leaseClock: leases come from the store's clock, whatever the replica's
+// own, so each claimed grant's time falls within its claim's round trip,
+// give or take tolMs.
+func (c *jobCheck) leaseClock(gs []*grant, tolMs int64) {
 	for _, g := range gs {
-		if at := g.claimedAt(); g.source == "claim" && (at < g.claimSent-tol || at > g.claimRecv+tol) {
-			add(LeaseClock, "lease %s was granted at %d by its expiresAt, outside its claim's round trip [%d, %d] on this machine's clock",
+		if at := g.claimedAt(); g.source == "claim" && (at < g.claimSent-tolMs || at > g.claimRecv+tolMs) {
+			c.add(LeaseClock, "lease %s was granted at %d by its expiresAt, outside its claim's round trip [%d, %d] on this machine's clock",
 				g.leaseID, at, g.claimSent, g.claimRecv)
 		}
 	}
-	return out
 }
 
 // checkReoffer holds a job whose grant the site left unsealed to the

@@ -79,12 +79,34 @@ func (r *Run) Report() Report {
 		StopReason: r.StopReason(),
 	}
 	r.rec.mu.Lock()
-	rep.Grants = len(r.rec.leases)
-	rep.Unreadable = make(map[string]int, len(r.rec.unreadable))
-	for k, v := range r.rec.unreadable {
+	rep.countJobs(r.rec)
+	rep.countLeases(r.rec)
+	r.rec.mu.Unlock()
+	r.st.mu.Lock()
+	rep.copyCallStats(r.st)
+	r.st.mu.Unlock()
+	r.mu.Lock()
+	end := r.ended
+	if end.IsZero() {
+		end = time.Now()
+	}
+	rep.Elapsed = end.Sub(r.started)
+	r.mu.Unlock()
+	rep.ElapsedMs = rep.Elapsed.Milliseconds()
+	if s := rep.Elapsed.Seconds(); s > 0 {
+		rep.JobsPerSecond = float64(rep.Collected) / s
+	}
+	return rep
+}
+
+// countJobs adds what the records say of each job: regrants, per-protocol
+// collections and grants, acceptances and replays. rec.mu is held.
+func (rep *Report) countJobs(rec *records) {
+	rep.Unreadable = make(map[string]int, len(rec.unreadable))
+	for k, v := range rec.unreadable {
 		rep.Unreadable[k] = v
 	}
-	for _, j := range r.rec.jobs {
+	for _, j := range rec.jobs {
 		if len(j.grants) > 1 {
 			rep.Regranted++
 		}
@@ -102,8 +124,14 @@ func (r *Run) Report() Report {
 		}
 		rep.Replays += len(j.replays)
 	}
+}
+
+// countLeases adds what the records say of each lease: how it ended, and
+// each replica's largest lease offset. rec.mu is held.
+func (rep *Report) countLeases(rec *records) {
+	rep.Grants = len(rec.leases)
 	rep.LeaseOffsetMs = map[string]int64{}
-	for _, g := range r.rec.leases {
+	for _, g := range rec.leases {
 		if g.source == "claim" && g.replica != "" {
 			off := g.grantedAt - (g.claimSent+g.claimRecv)/2
 			rep.LeaseOffsetMs[g.replica] = max(rep.LeaseOffsetMs[g.replica], off, -off)
@@ -124,40 +152,28 @@ func (r *Run) Report() Report {
 			rep.Released++
 		}
 	}
-	r.rec.mu.Unlock()
+}
 
-	r.st.mu.Lock()
-	rep.NotReadyPolls, rep.Retries = r.st.notReady, r.st.retries
-	rep.Statuses = make(map[int]int, len(r.st.statuses))
-	for k, v := range r.st.statuses {
+// copyCallStats copies the balancer's counts of calls and tries, and
+// summarises each endpoint's latencies. st.mu is held.
+func (rep *Report) copyCallStats(st *stats) {
+	rep.NotReadyPolls, rep.Retries = st.notReady, st.retries
+	rep.Statuses = make(map[int]int, len(st.statuses))
+	for k, v := range st.statuses {
 		rep.Statuses[k] = v
 	}
-	rep.Tries = make(map[string]int, len(r.st.hosts))
-	for k, v := range r.st.hosts {
+	rep.Tries = make(map[string]int, len(st.hosts))
+	for k, v := range st.hosts {
 		rep.Tries[k] = v
 	}
-	rep.Errors = make(map[string]int, len(r.st.errors))
-	for k, v := range r.st.errors {
+	rep.Errors = make(map[string]int, len(st.errors))
+	for k, v := range st.errors {
 		rep.Errors[k] = v
 	}
-	rep.Latency = make(map[string]Latency, len(r.st.latencies))
-	for k, v := range r.st.latencies {
+	rep.Latency = make(map[string]Latency, len(st.latencies))
+	for k, v := range st.latencies {
 		rep.Latency[k] = summarise(v)
 	}
-	r.st.mu.Unlock()
-
-	r.mu.Lock()
-	end := r.ended
-	if end.IsZero() {
-		end = time.Now()
-	}
-	rep.Elapsed = end.Sub(r.started)
-	r.mu.Unlock()
-	rep.ElapsedMs = rep.Elapsed.Milliseconds()
-	if s := rep.Elapsed.Seconds(); s > 0 {
-		rep.JobsPerSecond = float64(rep.Collected) / s
-	}
-	return rep
 }
 
 // JSON is the report as one line of JSON, for summaries tools collect.

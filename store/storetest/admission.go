@@ -14,15 +14,24 @@ import (
 // admissionContract lists the cases of an operation's admission: the
 // presence check and rate charge a daemon call passes in the same step.
 func admissionContract(s suite) {
-	s.run("charges one request per call and refuses an empty bucket with its wait", admissionChargesOnePerCall)
-	s.run("refuses a runner not paired as exactly that owner and device, spending nothing", admissionRefusesUnpairedRunner)
-	s.run("refused, runs no part of the call: nothing granted, stamped or changed", admissionRefusedRunsNothing)
-	s.run("admitted, runs the whole call, stamp included", admissionAdmittedRunsCall)
-	s.run("spends from the bucket the store's limiter of that rate keeps", admissionSharesLimiterBuckets)
-	s.run("charges a pairing first, which a refusal leaves unrecorded (protocol 2's stamp)", admissionChargesPairing)
-	s.run("charges a release first, which a refusal leaves held; admitted, it stamps and requeues", admissionChargesRelease)
-	s.run("writes the presence it carries once admitted, whatever the operation answers, and not when refused", admissionWritesItsPresence)
-	s.run("charges a site's enqueue, payload and cancel first; refused, each writes nothing", admissionChargesSiteWrites)
+	// charges one request per call and refuses an empty bucket with its wait
+	s.run("ChargesOnePerCall", admissionChargesOnePerCall)
+	// refuses a runner not paired as exactly that owner and device, spending nothing
+	s.run("RefusesUnpairedRunner", admissionRefusesUnpairedRunner)
+	// refused, runs no part of the call: nothing granted, stamped or changed
+	s.run("RefusedRunsNothing", admissionRefusedRunsNothing)
+	// admitted, runs the whole call, stamp included
+	s.run("AdmittedRunsWholeCall", admissionAdmittedRunsCall)
+	// spends from the bucket the store's limiter of that rate keeps
+	s.run("SharesLimiterBuckets", admissionSharesLimiterBuckets)
+	// charges a pairing first, which a refusal leaves unrecorded (protocol 2's stamp)
+	s.run("ChargesPairingFirst", admissionChargesPairing)
+	// charges a release first, which a refusal leaves held; admitted, it stamps and requeues
+	s.run("ChargesReleaseFirst", admissionChargesRelease)
+	// writes the presence it carries once admitted, whatever the operation answers, and not when refused
+	s.run("WritesItsPresence", admissionWritesItsPresence)
+	// charges a site's enqueue, payload and cancel first; refused, each writes nothing
+	s.run("ChargesSiteWritesFirst", admissionChargesSiteWrites)
 }
 
 // admitted is the admission of d's call as protocol "0" makes it.

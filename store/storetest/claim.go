@@ -14,22 +14,38 @@ import (
 
 // claimContract lists the claim cases.
 func claimContract(s suite) {
-	s.run("grants a stub with a fresh lease stamped from the store clock", claimGrantsStubFreshLeaseStamped)            // F70, F71, F110, A6.4
-	s.run("grants at most max, and leaves the rest claimable", claimGrantsMostMax)                                      // F57
-	s.run("grants nothing for a max of zero", claimGrantsNothingMaxZero)                                                // B6
-	s.run("grants in first-enqueue order, and a requeued job keeps its place", claimGrantsFirstEnqueueOrder)            // G14
-	s.run("offers nothing whose owner is not in the routes", claimOffersNothingWhoseOwnerNot)                           // F56, F96
-	s.run("offers nothing of a kind the device did not advertise", claimOffersNothingKindDeviceDid)                     // F59
-	s.run("offers nothing to a device that advertises no kind", claimOffersNothingDeviceThatAdvertises)                 // A6.6
-	s.run("never offers a job of another site", claimNeverOffersJobAnotherSite)                                         // F47
-	s.run("does not offer a member's self job to the roster owner's machine", claimDoesNotOfferMembersSelf)             // F60, F101
-	s.run("offers a self job to its owner's own machine", claimOffersSelfJobOwnersOwn)                                  // F61, F102
-	s.run("offers a roster member's public and named jobs to the owner's machine", claimOffersRosterMembersPublicNamed) // F62
-	s.run("stops offering a cancelled job to anyone", claimStopsOfferingCancelledJobAnyone)                             // F38
-	s.run("sweeps first, so an abandoned job is claimable again under a new lease", claimSweepsFirst)                   // F58
-	s.run("stops offering a job whose deadline has passed, and drops it", claimStopsOfferingJobWhoseDeadline)           // F66, F105
-	s.run("grants each job to exactly one of many concurrent claimers", claimGrantsEachJobExactlyOne)                   // F83, B6 CLAIM_ATOMIC
-	s.run("does not hand out a stub it cannot parse, and still grants the rest", claimDoesNotHandOutStub)               // F100, B6
+	// grants a stub with a fresh lease stamped from the store clock (F70, F71, F110, A6.4)
+	s.run("FreshLeaseOnStoreClock", claimGrantsStubFreshLeaseStamped)
+	// grants at most max, and leaves the rest claimable (F57)
+	s.run("AtMostMax", claimGrantsMostMax)
+	// grants nothing for a max of zero (B6)
+	s.run("MaxZeroGrantsNothing", claimGrantsNothingMaxZero)
+	// grants in first-enqueue order, and a requeued job keeps its place (G14)
+	s.run("FirstEnqueueOrder", claimGrantsFirstEnqueueOrder)
+	// offers nothing whose owner is not in the routes (F56, F96)
+	s.run("OwnerNotInRoutes", claimOffersNothingWhoseOwnerNot)
+	// offers nothing of a kind the device did not advertise (F59)
+	s.run("KindNotAdvertised", claimOffersNothingKindDeviceDid)
+	// offers nothing to a device that advertises no kind (A6.6)
+	s.run("NoKindAdvertised", claimOffersNothingDeviceThatAdvertises)
+	// never offers a job of another site (F47)
+	s.run("NeverAnotherSite", claimNeverOffersJobAnotherSite)
+	// does not offer a member's self job to the roster owner's machine (F60, F101)
+	s.run("MembersSelfJobNotToRosterOwner", claimDoesNotOfferMembersSelf)
+	// offers a self job to its owner's own machine (F61, F102)
+	s.run("SelfJobToOwner", claimOffersSelfJobOwnersOwn)
+	// offers a roster member's public and named jobs to the owner's machine (F62)
+	s.run("RosterMembersPublicAndNamed", claimOffersRosterMembersPublicNamed)
+	// stops offering a cancelled job to anyone (F38)
+	s.run("CancelledOfferedToNobody", claimStopsOfferingCancelledJobAnyone)
+	// sweeps first, so an abandoned job is claimable again under a new lease (F58)
+	s.run("SweepsFirst", claimSweepsFirst)
+	// stops offering a job whose deadline has passed, and drops it (F66, F105)
+	s.run("PastDeadlineDropped", claimStopsOfferingJobWhoseDeadline)
+	// grants each job to exactly one of many concurrent claimers (F83, B6 CLAIM_ATOMIC)
+	s.run("ConcurrentClaimersOneEach", claimGrantsEachJobExactlyOne)
+	// does not hand out a stub it cannot parse, and still grants the rest (F100, B6)
+	s.run("SkipsUnparseableStub", claimDoesNotHandOutStub)
 }
 
 func claimGrantsStubFreshLeaseStamped(t *testing.T, b *bundle) {

@@ -16,31 +16,56 @@ var runner9 = device{runner: "runner_9", owner: "alice"}
 
 // claimContract2 lists the protocol "2" claim cases.
 func claimContract2(s suite) {
-	s.run("v2: grants a stub with a lease stamped from the store clock", claim2GrantsStubStampedFromStoreClock)                                                                 // published case 38
-	s.run("v2: hands one route at most two unsealed grants at a time", claim2HandsOneRouteTwoUnsealed)                                                                          // published case 2
-	s.run("v2: counts the cap per owner, not per site", claim2CountsCapPerOwner)                                                                                                // published case 3
-	s.run("v2: counts the cap per site, not per owner alone", claim2CountsCapPerSite)                                                                                           // R4.4.1
-	s.run("v2: counts the cap across every device serving the route", claim2CountsCapAcrossDevices)                                                                             // R4.4.1
-	s.run("v2: lets a sealing site keep working", claim2LetsSealingSiteKeepWorking)                                                                                             // published case 6
-	s.run("v2: frees a slot when a grant is released", claim2FreesSlotWhenReleased)                                                                                             // R4.4.1
-	s.run("v0: has no unsealed cap, and its grants do not count toward protocol 2's", claim0HasNoCap)                                                                           // §2.4.3
-	s.run("v2: re-offers an abandoned grant only to the device that abandoned it", claim2ReoffersAbandonedGrantOnly)                                                            // published case 4
-	s.run("v2: leaves an unabandoned job free for whoever asks", claim2LeavesUnabandonedJobFree)                                                                                // published case 5
-	s.run("D8_ReofferEndsOnRefusal: a re-offered job is claimable by others once its runner refused it", claim2ReofferEndsOnRefusal)                                            // D8, S44
-	s.run("D8_ReofferEndsAfterOneWindow: a re-offered job is claimable by others once its runner let one window pass", claim2ReofferEndsAfterWindow)                            // D8
-	s.run("D8_ReofferRestartsOnOwnLapse: the re-offer runner's own next lapse re-offers it for another window", claim2ReofferRestartsOnOwnLapse)                                // D8, §4.5
-	s.run("D8_ReofferWindowFollowsTheLapse: a lapse applied late re-offers for one window past the lapsed sealing window, not past the sweep", claim2ReofferWindowFollowsLapse) // D8
-	s.run("v2: grants only what the routes allow", claim2GrantsOnlyWhatRoutesAllow)                                                                                             // published case 8
-	s.run("v2: honours a private job's audience", claim2HonoursPrivateAudience)                                                                                                 // published case 14
-	s.run("v2: still offers a private job to its owner's own machine", claim2OffersPrivateToOwner)                                                                              // published case 15
-	s.run("v2: offers a roster member's team job, not their private one, to the roster owner's machine", claim2OffersTeamJobToRoster)                                           // R4.2.4
-	s.run("v2: offers a job to any device that serves its kind", claim2OffersJobServesKind)                                                                                     // published case 29
-	s.run("v2: does not offer a job to a device that serves a different kind", claim2DoesNotOfferOtherKind)                                                                     // published case 30
-	s.run("v2: grants across routes of several sites in first-enqueue order", claim2GrantsAcrossSitesInOrder)                                                                   // R4.1.5
-	s.run("sees only its own protocol's jobs, both ways", claimSeesOnlyOwnProtocol)                                                                                             // §2.4.3 item 3
-	s.run("v2: stops offering a cancelled job to anyone", claim2StopsOfferingCancelled)                                                                                         // §4.3 step 8
-	s.run("v2: does not hand out a stub it cannot parse, and still grants the rest", claim2DoesNotHandOutUnparseableStub)                                                       // published case 13
-	s.run("v2: grants each job to exactly one of many concurrent claimers, never past a route's cap", claim2GrantsEachJobOnceConcurrently)                                      // G1, R4.4.1
+	// v2: grants a stub with a lease stamped from the store clock (published case 38)
+	s.run("V2LeaseOnStoreClock", claim2GrantsStubStampedFromStoreClock)
+	// v2: hands one route at most two unsealed grants at a time (published case 2)
+	s.run("V2TwoUnsealedPerRoute", claim2HandsOneRouteTwoUnsealed)
+	// v2: counts the cap per owner, not per site (published case 3)
+	s.run("V2CapPerOwner", claim2CountsCapPerOwner)
+	// v2: counts the cap per site, not per owner alone (R4.4.1)
+	s.run("V2CapPerSite", claim2CountsCapPerSite)
+	// v2: counts the cap across every device serving the route (R4.4.1)
+	s.run("V2CapAcrossDevices", claim2CountsCapAcrossDevices)
+	// v2: lets a sealing site keep working (published case 6)
+	s.run("V2SealingSiteKeepsWorking", claim2LetsSealingSiteKeepWorking)
+	// v2: frees a slot when a grant is released (R4.4.1)
+	s.run("V2ReleaseFreesSlot", claim2FreesSlotWhenReleased)
+	// v0: has no unsealed cap, and its grants do not count toward protocol 2's (§2.4.3)
+	s.run("V0NoUnsealedCap", claim0HasNoCap)
+	// v2: re-offers an abandoned grant only to the device that abandoned it (published case 4)
+	s.run("V2ReofferToAbandoner", claim2ReoffersAbandonedGrantOnly)
+	// v2: leaves an unabandoned job free for whoever asks (published case 5)
+	s.run("V2UnabandonedIsFree", claim2LeavesUnabandonedJobFree)
+	// a re-offered job is claimable by others once its runner refused it (D8, S44)
+	s.run("D8_ReofferEndsOnRefusal", claim2ReofferEndsOnRefusal)
+	// a re-offered job is claimable by others once its runner let one window pass (D8)
+	s.run("D8_ReofferEndsAfterOneWindow", claim2ReofferEndsAfterWindow)
+	// the re-offer runner's own next lapse re-offers it for another window (D8, §4.5)
+	s.run("D8_ReofferRestartsOnOwnLapse", claim2ReofferRestartsOnOwnLapse)
+	// a lapse applied late re-offers for one window past the lapsed sealing window, not past the sweep (D8)
+	s.run("D8_ReofferWindowFollowsTheLapse", claim2ReofferWindowFollowsLapse)
+	// v2: grants only what the routes allow (published case 8)
+	s.run("V2OnlyWhatRoutesAllow", claim2GrantsOnlyWhatRoutesAllow)
+	// v2: honours a private job's audience (published case 14)
+	s.run("V2PrivateAudience", claim2HonoursPrivateAudience)
+	// v2: still offers a private job to its owner's own machine (published case 15)
+	s.run("V2PrivateToOwner", claim2OffersPrivateToOwner)
+	// v2: offers a roster member's team job, not their private one, to the roster owner's machine (R4.2.4)
+	s.run("V2TeamJobToRosterOwner", claim2OffersTeamJobToRoster)
+	// v2: offers a job to any device that serves its kind (published case 29)
+	s.run("V2AnyDeviceServingKind", claim2OffersJobServesKind)
+	// v2: does not offer a job to a device that serves a different kind (published case 30)
+	s.run("V2NotToOtherKind", claim2DoesNotOfferOtherKind)
+	// v2: grants across routes of several sites in first-enqueue order (R4.1.5)
+	s.run("V2AcrossSitesInOrder", claim2GrantsAcrossSitesInOrder)
+	// sees only its own protocol's jobs, both ways (§2.4.3 item 3)
+	s.run("OwnProtocolOnly", claimSeesOnlyOwnProtocol)
+	// v2: stops offering a cancelled job to anyone (§4.3 step 8)
+	s.run("V2CancelledOfferedToNobody", claim2StopsOfferingCancelled)
+	// v2: does not hand out a stub it cannot parse, and still grants the rest (published case 13)
+	s.run("V2SkipsUnparseableStub", claim2DoesNotHandOutUnparseableStub)
+	// v2: grants each job to exactly one of many concurrent claimers, never past a route's cap (G1, R4.4.1)
+	s.run("V2ConcurrentClaimersOneEach", claim2GrantsEachJobOnceConcurrently)
 }
 
 func claim2GrantsStubStampedFromStoreClock(t *testing.T, b *bundle) {

@@ -11,12 +11,18 @@ import (
 
 // enqueueContract lists the enqueue cases.
 func enqueueContract(s suite) {
-	s.run("creates a queued job holding the stub exactly as sent", enqueueCreatesQueuedJobHoldingStub)
-	s.run("is idempotent by job id: a republish keeps the claimed job and ignores the new stub", enqueueIdempotentJobID)  // F94, F51
-	s.run("refuses an id another site is already using", enqueueRefusesIDAnotherSiteAlready)                              // F95
-	s.run("accepts a stub whose deadline has passed, and drops it at the next sweep", enqueueAcceptsStubWhoseDeadlineHas) // A11.5, G13
-	s.run("keeps no tombstone: an id dropped at its deadline can be enqueued afresh", enqueueKeepsNoTombstone)            // B2
-	s.run("lists every job in first-enqueue order, up to a limit", enqueueListsEveryJobFirstEnqueueOrder)                 // B3
+	// creates a queued job holding the stub exactly as sent
+	s.run("CreatesQueuedJob", enqueueCreatesQueuedJobHoldingStub)
+	// is idempotent by job id: a republish keeps the claimed job and ignores the new stub (F94, F51)
+	s.run("IdempotentByID", enqueueIdempotentJobID)
+	// refuses an id another site is already using (F95)
+	s.run("RefusesIDOfAnotherSite", enqueueRefusesIDAnotherSiteAlready)
+	// accepts a stub whose deadline has passed, and drops it at the next sweep (A11.5, G13)
+	s.run("PastDeadlineDroppedAtSweep", enqueueAcceptsStubWhoseDeadlineHas)
+	// keeps no tombstone: an id dropped at its deadline can be enqueued afresh (B2)
+	s.run("NoTombstone", enqueueKeepsNoTombstone)
+	// lists every job in first-enqueue order, up to a limit (B3)
+	s.run("JobsInOrderUpToLimit", enqueueListsEveryJobFirstEnqueueOrder)
 }
 
 func enqueueCreatesQueuedJobHoldingStub(t *testing.T, b *bundle) {

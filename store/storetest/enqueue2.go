@@ -12,15 +12,24 @@ import (
 
 // enqueueContract2 lists the protocol "2" enqueue cases.
 func enqueueContract2(s suite) {
-	s.run("v2: creates a queued job tagged with its protocol", enqueue2CreatesQueuedJobTagged)                                    // ST2
-	s.run("v2: is idempotent by job id", enqueue2IdempotentJobID)                                                                 // published case 1
-	s.run("v2: gives two sites the same id without either seeing the other", enqueue2GivesTwoSitesSameID)                         // published case 7
-	s.run("v2: never refuses an id, not even one a protocol-0 job of another site holds", enqueue2NeverRefusesID)                 // ST2, A4
-	s.run("v0: is refused id-taken by a protocol-0 job of another site only, never by a protocol-2 one", enqueue0IDTakenOnlyByV0) // A4
-	s.run("republishing under the other protocol returns the existing job and keeps its protocol", enqueueAcrossProtocolsKeeps)   // A3
-	s.run("v2: lists every job of every site and protocol in first-enqueue order", enqueue2ListsEveryJobEverySite)                // ST4
-	s.run("v2: keeps no tombstone: an id dropped at its deadline can be enqueued afresh", enqueue2KeepsNoTombstone)               // ST2
-	s.run("v2: reports the sealing bookkeeping in Job and Jobs alike", enqueue2ReportsBookkeeping)                                // §6.1
+	// v2: creates a queued job tagged with its protocol (ST2)
+	s.run("V2TaggedWithProtocol", enqueue2CreatesQueuedJobTagged)
+	// v2: is idempotent by job id (published case 1)
+	s.run("V2IdempotentByID", enqueue2IdempotentJobID)
+	// v2: gives two sites the same id without either seeing the other (published case 7)
+	s.run("V2TwoSitesOneID", enqueue2GivesTwoSitesSameID)
+	// v2: never refuses an id, not even one a protocol-0 job of another site holds (ST2, A4)
+	s.run("V2NeverRefusesID", enqueue2NeverRefusesID)
+	// v0: is refused id-taken by a protocol-0 job of another site only, never by a protocol-2 one (A4)
+	s.run("V0IDTakenOnlyByV0", enqueue0IDTakenOnlyByV0)
+	// republishing under the other protocol returns the existing job and keeps its protocol (A3)
+	s.run("AcrossProtocolsKeepsFirst", enqueueAcrossProtocolsKeeps)
+	// v2: lists every job of every site and protocol in first-enqueue order (ST4)
+	s.run("V2JobsOfEverySite", enqueue2ListsEveryJobEverySite)
+	// v2: keeps no tombstone: an id dropped at its deadline can be enqueued afresh (ST2)
+	s.run("V2NoTombstone", enqueue2KeepsNoTombstone)
+	// v2: reports the sealing bookkeeping in Job and Jobs alike (§6.1)
+	s.run("V2SealingBookkeeping", enqueue2ReportsBookkeeping)
 }
 
 func enqueue2CreatesQueuedJobTagged(t *testing.T, b *bundle) {

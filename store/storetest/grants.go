@@ -12,41 +12,64 @@ import (
 
 // fetchContract lists the fetch cases.
 func fetchContract(s suite) {
-	s.run("refuses an unknown job", fetchRefusesUnknownJob)                                          // B7
-	s.run("refuses a runner that does not hold the job", fetchRefusesRunnerThatDoesNot)              // F76
-	s.run("refuses a stale lease and honours the current one", fetchRefusesStaleLeaseHonoursCurrent) // F74, F97
-	s.run("says not-ready until the site has sealed", fetchSaysNotReadyUntilSiteHas)                 // F88
-	s.run("refuses to reopen a finished job (relayd G9)", fetchRefusesReopenFinishedJob)
+	// refuses an unknown job (B7)
+	s.run("UnknownJob", fetchRefusesUnknownJob)
+	// refuses a runner that does not hold the job (F76)
+	s.run("NotHolder", fetchRefusesRunnerThatDoesNot)
+	// refuses a stale lease and honours the current one (F74, F97)
+	s.run("StaleLease", fetchRefusesStaleLeaseHonoursCurrent)
+	// says not-ready until the site has sealed (F88)
+	s.run("NotReadyUntilSealed", fetchSaysNotReadyUntilSiteHas)
+	// refuses to reopen a finished job (relayd G9)
+	s.run("FinishedJob", fetchRefusesReopenFinishedJob)
 }
 
 // resultContract lists the result cases.
 func resultContract(s suite) {
-	s.run("records a result once; a replay by the holder is a duplicate and changes nothing", resultRecordsResultOnce) // F77, F107
-	s.run("answers a stranger not-holder even once the job is done", resultAnswersStrangerNotHolderEvenOnce)           // F108, B8
-	s.run("refuses a result produced under a grant that ended", resultRefusesResultProducedUnderGrant)                 // F78, F109
-	s.run("D11_ResultFromAnotherDeviceIsRefused: a result the holder's device did not seal is refused", resultRefusesResultFromAnotherDevice)
-	s.run("refuses a stale lease on a done job", resultRefusesStaleLeaseDoneJob)                              // B8.3
-	s.run("accepts a result before the payload, and keeps the grant after", resultAcceptsResultBeforePayload) // B8
-	s.run("refuses a result after the lease lapsed, whether or not a sweep ran (relayd G8)", resultRefusesResultAfterLeaseLapsed)
+	// records a result once; a replay by the holder is a duplicate and changes nothing (F77, F107)
+	s.run("RecordsOnce", resultRecordsResultOnce)
+	// answers a stranger not-holder even once the job is done (F108, B8)
+	s.run("StrangerNotHolderWhenDone", resultAnswersStrangerNotHolderEvenOnce)
+	// refuses a result produced under a grant that ended (F78, F109)
+	s.run("EndedGrant", resultRefusesResultProducedUnderGrant)
+	// a result the holder's device did not seal is refused (D11)
+	s.run("D11_OtherDevice", resultRefusesResultFromAnotherDevice)
+	// refuses a stale lease on a done job (B8.3)
+	s.run("StaleLeaseOnDoneJob", resultRefusesStaleLeaseDoneJob)
+	// accepts a result before the payload, and keeps the grant after (B8)
+	s.run("BeforePayload", resultAcceptsResultBeforePayload)
+	// refuses a result after the lease lapsed, whether or not a sweep ran (relayd G8)
+	s.run("AfterLeaseLapsed", resultRefusesResultAfterLeaseLapsed)
 }
 
 // releaseContract lists the release cases.
 func releaseContract(s suite) {
-	s.run("gives back the grant it names", releaseGivesBackGrantNames)                                                           // F80
-	s.run("skips a lease id that is not the current grant, another runner's grant and unknown jobs", releaseSkipsLeaseIDThatNot) // F79, B9
-	s.run("releases a duplicated entry once, in request order", releaseReleasesDuplicatedEntryOnce)                              // B9
-	s.run("does not offer a job back to the runner that refused it, and offers it to another", releaseDoesNotOfferJobBack)       // F63, F64, F103, F40
-	s.run("keeps a job claimable by a runner that only went away", releaseKeepsJobClaimableRunnerThat)                           // F65, F104, F41
-	s.run("does not un-finish a done job (relayd G10)", releaseDoesNotUnFinishDoneJob)
+	// gives back the grant it names (F80)
+	s.run("GivesBackNamedGrant", releaseGivesBackGrantNames)
+	// skips a lease id that is not the current grant, another runner's grant and unknown jobs (F79, B9)
+	s.run("SkipsWhatItDoesNotHold", releaseSkipsLeaseIDThatNot)
+	// releases a duplicated entry once, in request order (B9)
+	s.run("DuplicateEntryOnce", releaseReleasesDuplicatedEntryOnce)
+	// does not offer a job back to the runner that refused it, and offers it to another (F63, F64, F103, F40)
+	s.run("NotBackToRefuser", releaseDoesNotOfferJobBack)
+	// keeps a job claimable by a runner that only went away (F65, F104, F41)
+	s.run("ShutdownKeepsClaimable", releaseKeepsJobClaimableRunnerThat)
+	// does not un-finish a done job (relayd G10)
+	s.run("NeverUnfinishes", releaseDoesNotUnFinishDoneJob)
 }
 
 // renewContract lists the renew cases.
 func renewContract(s suite) {
-	s.run("renews a grant it still holds, and the stored expiry follows", renewRenewsGrantStillHolds)                // F28, F98
-	s.run("reports a lease the runner no longer holds as lost, and renews nothing", renewReportsLeaseRunnerNoLonger) // F29, F99
-	s.run("tells a device mid-flight that its job is gone", renewTellsDeviceMidFlightThatJob)                        // F69
-	s.run("reports a lapsed lease as lost even before a sweep (relayd G8)", renewReportsLapsedLeaseAsLost)
-	s.run("never extends the sealing window", renewNeverExtendsSealingWindow) // B13, D2
+	// renews a grant it still holds, and the stored expiry follows (F28, F98)
+	s.run("RenewsHeldGrant", renewRenewsGrantStillHolds)
+	// reports a lease the runner no longer holds as lost, and renews nothing (F29, F99)
+	s.run("LostWhenNotHeld", renewReportsLeaseRunnerNoLonger)
+	// tells a device mid-flight that its job is gone (F69)
+	s.run("GoneMidFlight", renewTellsDeviceMidFlightThatJob)
+	// reports a lapsed lease as lost even before a sweep (relayd G8)
+	s.run("LapsedIsLost", renewReportsLapsedLeaseAsLost)
+	// never extends the sealing window (B13, D2)
+	s.run("NeverExtendsSealingWindow", renewNeverExtendsSealingWindow)
 }
 
 func fetchRefusesUnknownJob(t *testing.T, b *bundle) {

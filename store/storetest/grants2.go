@@ -12,44 +12,70 @@ import (
 
 // fetchContract2 lists the protocol "2" fetch cases.
 func fetchContract2(s suite) {
-	s.run("v2: refuses a stale lease and honours the current one", fetch2RefusesStaleLease)                                        // published case 9
-	s.run("v2: will not answer for one job with another job's lease", fetch2WillNotAnswerWithAnotherJobsLease)                     // published case 10
-	s.run("v2: refuses a payload for a job that already finished", fetch2RefusesFinishedJob)                                       // published case 27
-	s.run("v2: says not-ready for a job finished without a payload", fetch2NotReadyForJobFinishedWithoutPayload)                   // ST9, S15
-	s.run("v2: tells a runner nothing about another site's job id", fetch2TellsNothingAboutAnotherSitesJob)                        // published case 28
-	s.run("v2: answers not-holder only for another runner's current lease on that job", fetch2NotHolderOnlyForCurrentLease)        // R4.1.3
-	s.run("v2: resolves by the lease which of two sites' same-id jobs is meant", fetch2ResolvesByLeaseAcrossSites)                 // R4.1.3
-	s.run("holder-scoped calls find only their own protocol's jobs, both ways", fetchFindsOnlyOwnProtocol)                         // §2.4.3 item 6
-	s.run("v2: answers a lapsed grant not-found, whether or not a sweep ran (relayd G8)", fetch2LapsedGrantSameWithOrWithoutSweep) // R4.1.3, G8
+	// v2: refuses a stale lease and honours the current one (published case 9)
+	s.run("V2StaleLease", fetch2RefusesStaleLease)
+	// v2: will not answer for one job with another job's lease (published case 10)
+	s.run("V2AnotherJobsLease", fetch2WillNotAnswerWithAnotherJobsLease)
+	// v2: refuses a payload for a job that already finished (published case 27)
+	s.run("V2FinishedJob", fetch2RefusesFinishedJob)
+	// v2: says not-ready for a job finished without a payload (ST9, S15)
+	s.run("V2DoneWithoutPayloadNotReady", fetch2NotReadyForJobFinishedWithoutPayload)
+	// v2: tells a runner nothing about another site's job id (published case 28)
+	s.run("V2AnotherSitesJob", fetch2TellsNothingAboutAnotherSitesJob)
+	// v2: answers not-holder only for another runner's current lease on that job (R4.1.3)
+	s.run("V2NotHolderOnlyForCurrentLease", fetch2NotHolderOnlyForCurrentLease)
+	// v2: resolves by the lease which of two sites' same-id jobs is meant (R4.1.3)
+	s.run("V2ResolvesByLease", fetch2ResolvesByLeaseAcrossSites)
+	// holder-scoped calls find only their own protocol's jobs, both ways (§2.4.3 item 6)
+	s.run("OwnProtocolOnly", fetchFindsOnlyOwnProtocol)
+	// v2: answers a lapsed grant not-found, whether or not a sweep ran (relayd G8) (R4.1.3, G8)
+	s.run("V2LapsedGrantNotFound", fetch2LapsedGrantSameWithOrWithoutSweep)
 }
 
 // resultContract2 lists the protocol "2" result cases.
 func resultContract2(s suite) {
-	s.run("v2: records a result once", result2RecordsOnce)                                                                         // published case 24
-	s.run("v2: answers the device that finished it with duplicate, and a stranger not-holder", result2AnswersDuplicateAndStranger) // published case 25
-	s.run("v2: refuses a result produced under a grant that ended", result2RefusesEndedGrant)                                      // published case 26
-	s.run("v2: accepts a result before the payload, keeping the grant", result2AcceptsBeforePayload)                               // ST10
-	s.run("v2: refuses another lease on a done job", result2RefusesOtherLeaseOnDoneJob)                                            // ST10 step 3
-	s.run("D11_ResultFromAnotherDeviceIsRefused: v2: a result the holder's device did not seal is refused", result2RefusesResultFromAnotherDevice)
+	// v2: records a result once (published case 24)
+	s.run("V2RecordsOnce", result2RecordsOnce)
+	// v2: answers the device that finished it with duplicate, and a stranger not-holder (published case 25)
+	s.run("V2DuplicateAndStranger", result2AnswersDuplicateAndStranger)
+	// v2: refuses a result produced under a grant that ended (published case 26)
+	s.run("V2EndedGrant", result2RefusesEndedGrant)
+	// v2: accepts a result before the payload, keeping the grant (ST10)
+	s.run("V2BeforePayload", result2AcceptsBeforePayload)
+	// v2: refuses another lease on a done job (ST10 step 3)
+	s.run("V2OtherLeaseOnDoneJob", result2RefusesOtherLeaseOnDoneJob)
+	// v2: a result the holder's device did not seal is refused (D11)
+	s.run("D11_V2OtherDevice", result2RefusesResultFromAnotherDevice)
 }
 
 // releaseContract2 lists the protocol "2" release cases.
 func releaseContract2(s suite) {
-	s.run("v2: does not offer a job back to the runner that refused it", release2DoesNotOfferBackToRefuser)                           // published case 16
-	s.run("v2: does not offer a job back to a runner before its not-before", release2HonoursNotBefore)                                // published case 17
-	s.run("v2: offers it again once the not-before has passed", release2OffersAgainAfterNotBefore)                                    // published case 18
-	s.run("v2: a later not-before replaces the earlier one", release2NotBeforeOverwrites)                                             // ST11 step 2
-	s.run("v2: will not un-finish a job that is already done", release2WillNotUnFinish)                                               // published case 19
-	s.run("v2: keeps a job claimable by a runner that only went away", release2KeepsClaimableAfterShutdown)                           // published case 20
-	s.run("v2: keeps the sealing bookkeeping across a release", release2KeepsSealingBookkeeping)                                      // ST20
-	s.run("v2: skips a lease that is not the current grant, another runner's grant and unknown jobs", release2SkipsWhatItDoesNotHold) // ST11
+	// v2: does not offer a job back to the runner that refused it (published case 16)
+	s.run("V2NotBackToRefuser", release2DoesNotOfferBackToRefuser)
+	// v2: does not offer a job back to a runner before its not-before (published case 17)
+	s.run("V2HonoursNotBefore", release2HonoursNotBefore)
+	// v2: offers it again once the not-before has passed (published case 18)
+	s.run("V2OffersAfterNotBefore", release2OffersAgainAfterNotBefore)
+	// v2: a later not-before replaces the earlier one (ST11 step 2)
+	s.run("V2LaterNotBeforeReplaces", release2NotBeforeOverwrites)
+	// v2: will not un-finish a job that is already done (published case 19)
+	s.run("V2NeverUnfinishes", release2WillNotUnFinish)
+	// v2: keeps a job claimable by a runner that only went away (published case 20)
+	s.run("V2ShutdownKeepsClaimable", release2KeepsClaimableAfterShutdown)
+	// v2: keeps the sealing bookkeeping across a release (ST20)
+	s.run("V2KeepsSealingBookkeeping", release2KeepsSealingBookkeeping)
+	// v2: skips a lease that is not the current grant, another runner's grant and unknown jobs (ST11)
+	s.run("V2SkipsWhatItDoesNotHold", release2SkipsWhatItDoesNotHold)
 }
 
 // renewContract2 lists the protocol "2" renew cases.
 func renewContract2(s suite) {
-	s.run("v2: renews a grant it still holds, and extends the sweep with it", renew2RenewsHeldGrant)             // published case 11
-	s.run("v2: reports a lease the runner no longer holds as lost, and renews nothing", renew2ReportsLostAsSent) // published case 12
-	s.run("v2: renews whatever state the job is in, and never the sealing window", renew2HasNoStateGuard)        // ST15
+	// v2: renews a grant it still holds, and extends the sweep with it (published case 11)
+	s.run("V2RenewsHeldGrant", renew2RenewsHeldGrant)
+	// v2: reports a lease the runner no longer holds as lost, and renews nothing (published case 12)
+	s.run("V2LostWhenNotHeld", renew2ReportsLostAsSent)
+	// v2: renews whatever state the job is in, and never the sealing window (ST15)
+	s.run("V2AnyStateNeverSealingWindow", renew2HasNoStateGuard)
 }
 
 func fetch2RefusesStaleLease(t *testing.T, b *bundle) {

@@ -13,10 +13,14 @@ import (
 
 // heartbeatContract lists the heartbeat cases: its steps in one call.
 func heartbeatContract(s suite) {
-	s.run("stamps, sweeps, lists cancels and renews, each as its own operation answers", heartbeatAnswersItsSteps)
-	s.run("not serving, stamps and sweeps but lists and renews nothing", heartbeatNotServing)
-	s.run("in protocol 2 writes presence through its admission as pair does, and resolves grants lease first", heartbeat2WritesPresence)
-	s.run("refused its admission, runs none of its steps", heartbeatRefusedRunsNothing)
+	// stamps, sweeps, lists cancels and renews, each as its own operation answers
+	s.run("EachStepAnswers", heartbeatAnswersItsSteps)
+	// not serving, stamps and sweeps but lists and renews nothing
+	s.run("NotServing", heartbeatNotServing)
+	// in protocol 2 writes presence through its admission as pair does, and resolves grants lease first
+	s.run("V2WritesPresenceLeaseFirst", heartbeat2WritesPresence)
+	// refused its admission, runs none of its steps
+	s.run("RefusedRunsNothing", heartbeatRefusedRunsNothing)
 }
 
 // heartbeatWorld has alice hold sealed jobs a and b (b cancelled) and bob

@@ -13,12 +13,18 @@ import (
 // holderContract2 lists the cases of README D14: a sealed protocol-"2"
 // job whose lease lapses goes back to its holder under the same lease.
 func holderContract2(s suite) {
-	s.run("v2 D14: a sealed job's lapsed lease goes back to its holder, same lease id, still ready", holder2RegrantsSameLease)
-	s.run("v2 D14: while it waits for its holder, no other runner is offered it and the site sees no pending job", holder2HiddenFromOthers)
-	s.run("v2 D14: the holder must come back with the device the payload was sealed to", holder2SameDeviceOnly)
-	s.run("v2 D14: a holder that does not come back within store.HolderReturnMs loses it to the queue", holder2WindowEnds)
-	s.run("v2 D14: an unsealed job's lapse is unchanged: a sealing lapse, a new lease", holder2UnsealedUnchanged)
-	s.run("v2 D14: the holder's window is store.HolderReturnMs whatever the lease length", holder2WindowIgnoresLeaseLength)
+	// v2: a sealed job's lapsed lease goes back to its holder, same lease id, still ready (D14)
+	s.run("D14_SameLeaseStillReady", holder2RegrantsSameLease)
+	// v2: while it waits for its holder, no other runner is offered it and the site sees no pending job (D14)
+	s.run("D14_HiddenFromOthers", holder2HiddenFromOthers)
+	// v2: the holder must come back with the device the payload was sealed to (D14)
+	s.run("D14_SameDeviceOnly", holder2SameDeviceOnly)
+	// v2: a holder that does not come back within store.HolderReturnMs loses it to the queue (D14)
+	s.run("D14_WindowEndsToQueue", holder2WindowEnds)
+	// v2: an unsealed job's lapse is unchanged: a sealing lapse, a new lease (D14)
+	s.run("D14_UnsealedUnchanged", holder2UnsealedUnchanged)
+	// v2: the holder's window is store.HolderReturnMs whatever the lease length (D14)
+	s.run("D14_WindowIgnoresLeaseLength", holder2WindowIgnoresLeaseLength)
 }
 
 // sealedAndLapsed claims job id for alice, seals it, lets her fetch it

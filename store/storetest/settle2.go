@@ -15,14 +15,22 @@ import (
 // grants holds what it claims until the grants are decided, so that no
 // site adopts a lease about to be declined.
 func settleContract2(s suite) {
-	s.run("G-R56: a held claim awaits its payload unlisted and counts toward the unsealed cap", settle2HeldIsUnlisted)
-	s.run("G-R56: a granted settle lists the job with a sealing window from the settle", settle2GrantedLists)
-	s.run("G-R56: a refused settle bars the runner for good, and another runner can claim", settle2RefusedBars)
-	s.run("G-R56: a returned settle bars the runner until store now + the delay, then offers it again", settle2ReturnedWaits)
-	s.run("G-R56: a held job that lapses unsettled goes back as a plain requeue", settle2HeldLapseIsPlain)
-	s.run("G-R56: a settle acts only on current grants of its runner, and answers which were current", settle2OnlyCurrent)
-	s.run("G-R56: a replayed settle changes nothing and answers alike", settle2Replayed)
-	s.run("G-R56: a held job sealed to its holder anyway is ready, and a granted settle leaves it so", settle2SealedWhileHeld)
+	// a held claim awaits its payload unlisted and counts toward the unsealed cap (G-R56)
+	s.run("HeldIsUnlisted", settle2HeldIsUnlisted)
+	// a granted settle lists the job with a sealing window from the settle (G-R56)
+	s.run("GrantedLists", settle2GrantedLists)
+	// a refused settle bars the runner for good, and another runner can claim (G-R56)
+	s.run("RefusedBarsRunner", settle2RefusedBars)
+	// a returned settle bars the runner until store now + the delay, then offers it again (G-R56)
+	s.run("ReturnedWaitsDelay", settle2ReturnedWaits)
+	// a held job that lapses unsettled goes back as a plain requeue (G-R56)
+	s.run("HeldLapseIsPlainRequeue", settle2HeldLapseIsPlain)
+	// a settle acts only on current grants of its runner, and answers which were current (G-R56)
+	s.run("OnlyCurrentGrants", settle2OnlyCurrent)
+	// a replayed settle changes nothing and answers alike (G-R56)
+	s.run("ReplayChangesNothing", settle2Replayed)
+	// a held job sealed to its holder anyway is ready, and a granted settle leaves it so (G-R56)
+	s.run("SealedWhileHeldIsReady", settle2SealedWhileHeld)
 }
 
 // retryAfterMs is the not-before a returned grant gets (RETRY_AFTER_MS).

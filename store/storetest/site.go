@@ -12,38 +12,54 @@ import (
 
 // payloadContract lists the payload cases.
 func payloadContract(s suite) {
-	s.run("stores the payload of a job awaiting it and makes it ready", payloadStoresPayloadJobAwaitingMakes)    // B10
-	s.run("answers not-found for an unknown job or another site's job", payloadAnswersNotFoundUnknownJobAnother) // B10, F25
-	s.run("is too late for a job not awaiting a payload, naming its state", payloadTooLateJobNotAwaiting)        // B10, F20
-	s.run("D11_StaleSealIsRefused: a payload sealed to an earlier holder is refused, and the job waits for its own", payloadRefusesSealToEarlierHolder)
-	s.run("D11_StaleSealIsRefused: a payload naming no device that holds the job is refused", payloadRefusesSealNamingNoHolder)
-	s.run("is too late once the sealing window lapsed, whether or not a sweep ran (relayd G8)", payloadTooLateOnceSealingWindow)
+	// stores the payload of a job awaiting it and makes it ready (B10)
+	s.run("MakesReady", payloadStoresPayloadJobAwaitingMakes)
+	// answers not-found for an unknown job or another site's job (B10, F25)
+	s.run("NotFound", payloadAnswersNotFoundUnknownJobAnother)
+	// is too late for a job not awaiting a payload, naming its state (B10, F20)
+	s.run("TooLateNamesState", payloadTooLateJobNotAwaiting)
+	// a payload sealed to an earlier holder is refused, and the job waits for its own (D11)
+	s.run("D11_StaleSealIsRefused", payloadRefusesSealToEarlierHolder)
+	// a payload naming no device that holds the job is refused (D11)
+	s.run("D11_SealNamingNoHolder", payloadRefusesSealNamingNoHolder)
+	// is too late once the sealing window lapsed, whether or not a sweep ran (relayd G8)
+	s.run("TooLateOnceWindowLapsed", payloadTooLateOnceSealingWindow)
 }
 
 // cancelContract lists the cancel cases.
 func cancelContract(s suite) {
-	s.run("flags a site's own job, leaving its state alone, and is idempotent", cancelFlagsSitesOwnJob)    // B11, F106
-	s.run("refuses to cancel a job of another site, or an unknown one", cancelRefusesCancelJobAnotherSite) // F39, F106
-	s.run("accepts a cancel of a done job", cancelAcceptsCancelDoneJob)                                    // B11, A13.2
+	// flags a site's own job, leaving its state alone, and is idempotent (B11, F106)
+	s.run("FlagsOwnJob", cancelFlagsSitesOwnJob)
+	// refuses to cancel a job of another site, or an unknown one (F39, F106)
+	s.run("AnotherSitesOrUnknown", cancelRefusesCancelJobAnotherSite)
+	// accepts a cancel of a done job (B11, A13.2)
+	s.run("DoneJob", cancelAcceptsCancelDoneJob)
 }
 
 // cancelRequestsContract lists the cancelRequests cases.
 func cancelRequestsContract(s suite) {
-	s.run("names a cancelled job to the device holding it, and to nobody else", cancelRequestsNamesCancelledJobDeviceHolding) // F37, F106
-	s.run("lists cancelled jobs in first-enqueue order", cancelRequestsListsCancelledJobsFirstEnqueueOrder)                   // B12
-	s.run("never lists a finished job (relayd G11)", cancelRequestsNeverListsFinishedJob)
-	s.run("drops a cancelled job the sweep took back", cancelRequestsDropsCancelledJobSweepTook) // B16
+	// names a cancelled job to the device holding it, and to nobody else (F37, F106)
+	s.run("NamesToHolderOnly", cancelRequestsNamesCancelledJobDeviceHolding)
+	// lists cancelled jobs in first-enqueue order (B12)
+	s.run("FirstEnqueueOrder", cancelRequestsListsCancelledJobsFirstEnqueueOrder)
+	// never lists a finished job (relayd G11)
+	s.run("NeverFinished", cancelRequestsNeverListsFinishedJob)
+	// drops a cancelled job the sweep took back (B16)
+	s.run("DropsSweptJob", cancelRequestsDropsCancelledJobSweepTook)
 }
 
 // pendingContract lists the pending cases.
 func pendingContract(s suite) {
-	s.run("lists the site's jobs awaiting a payload, cancelled ones included, in order", pendingListsSitesJobsAwaitingPayload) // B4, A14.3
+	// lists the site's jobs awaiting a payload, cancelled ones included, in order (B4, A14.3)
+	s.run("AwaitingPayloadInOrder", pendingListsSitesJobsAwaitingPayload)
 }
 
 // resultsContract lists the results cases.
 func resultsContract(s suite) {
-	s.run("lists the site's done jobs on every poll without consuming them", resultsListsSitesDoneJobsEvery) // B5, A15.3, F6
-	s.run("summarises jobs for the debug page with sizes, never bodies", resultsSummariesGiveSizesNotBodies)
+	// lists the site's done jobs on every poll without consuming them (B5, A15.3, F6)
+	s.run("EveryPollWithoutConsuming", resultsListsSitesDoneJobsEvery)
+	// summarises jobs for the debug page with sizes, never bodies
+	s.run("SummariesSizesNotBodies", resultsSummariesGiveSizesNotBodies)
 }
 
 func resultsSummariesGiveSizesNotBodies(t *testing.T, b *bundle) {

@@ -11,33 +11,44 @@ import (
 
 // payloadContract2 lists the protocol "2" payload cases.
 func payloadContract2(s suite) {
-	s.run("v2: stores the payload of the site's own job, by (site, id)", payload2StoresBySiteAndID)                              // ST12, R4.1.4
-	s.run("v2: is too late for a job not awaiting a payload, naming its state", payload2TooLateNamingState)                      // ST12
-	s.run("v2: a seal clears the sealing attempts and keeps the re-offer", payload2ClearsSealAttempts)                           // ST12, §4.5
-	s.run("v2: a late seal applies the lapse it finds, whether or not a sweep ran", payload2LateSealAppliesLapse)                // S17
-	s.run("D11_StaleSealIsRefused: v2: a payload sealed to the device whose window lapsed is refused", payload2RefusesStaleSeal) // D11
+	// v2: stores the payload of the site's own job, by (site, id) (ST12, R4.1.4)
+	s.run("V2BySiteAndID", payload2StoresBySiteAndID)
+	// v2: is too late for a job not awaiting a payload, naming its state (ST12)
+	s.run("V2TooLateNamesState", payload2TooLateNamingState)
+	// v2: a seal clears the sealing attempts and keeps the re-offer (ST12, §4.5)
+	s.run("V2ClearsSealAttempts", payload2ClearsSealAttempts)
+	// v2: a late seal applies the lapse it finds, whether or not a sweep ran (S17)
+	s.run("V2LateSealAppliesLapse", payload2LateSealAppliesLapse)
+	// v2: a payload sealed to the device whose window lapsed is refused (D11)
+	s.run("D11_V2StaleSealIsRefused", payload2RefusesStaleSeal)
 }
 
 // cancelContract2 lists the protocol "2" cancel cases.
 func cancelContract2(s suite) {
-	s.run("v2: cancels the site's own job only, by (site, id)", cancel2CancelsOwnJobOnly) // published case 23, R4.1.4
+	// v2: cancels the site's own job only, by (site, id) (published case 23, R4.1.4)
+	s.run("V2OwnJobOnly", cancel2CancelsOwnJobOnly)
 }
 
 // cancelRequestsContract2 lists the protocol "2" cancelRequests cases.
 func cancelRequestsContract2(s suite) {
-	s.run("v2: names a cancelled job to the device holding it, and offers it to nobody", cancelRequests2NamesHeldJob) // published case 23
-	s.run("v2: names cancelled jobs in any state, done included", cancelRequests2IncludesDone)                        // ST14
-	s.run("lists only its own protocol's cancelled jobs", cancelRequestsOnlyOwnProtocol)                              // §2.4.3 item 6
+	// v2: names a cancelled job to the device holding it, and offers it to nobody (published case 23)
+	s.run("V2NamesToHolderOnly", cancelRequests2NamesHeldJob)
+	// v2: names cancelled jobs in any state, done included (ST14)
+	s.run("V2IncludesDone", cancelRequests2IncludesDone)
+	// lists only its own protocol's cancelled jobs (§2.4.3 item 6)
+	s.run("OwnProtocolOnly", cancelRequestsOnlyOwnProtocol)
 }
 
 // pendingContract2 lists the protocol "2" pending cases.
 func pendingContract2(s suite) {
-	s.run("lists the site's jobs awaiting a payload whatever their protocol", pendingListsEveryProtocol) // A6, ST5
+	// lists the site's jobs awaiting a payload whatever their protocol (A6, ST5)
+	s.run("EveryProtocol", pendingListsEveryProtocol)
 }
 
 // resultsContract2 lists the protocol "2" results cases.
 func resultsContract2(s suite) {
-	s.run("lists the site's done jobs whatever their protocol", resultsListsEveryProtocol) // A6, ST6
+	// lists the site's done jobs whatever their protocol (A6, ST6)
+	s.run("EveryProtocol", resultsListsEveryProtocol)
 }
 
 func payload2StoresBySiteAndID(t *testing.T, b *bundle) {

@@ -30,30 +30,40 @@ var leaseIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[
 // Run runs every case of the contract, each against a fresh store of its
 // own and in parallel with the others: a case shares nothing with another,
 // not even the clock, so none has to wait for one that moves time.
+//
+// A case is named after the store operation it checks, then a short
+// CamelCase name, so that -run is easy to type: Claim/AtMostMax. A
+// protocol "2" case starts with V2 and a protocol "0" one that contrasts
+// with it with V0 (-run 'TestContract/Claim/V2' runs them all); a case
+// checking one of relayd's decisions starts with its tag
+// (Claim/D8_ReofferEndsOnRefusal). The sentence above each s.run says what
+// the case asserts. Admission, Withdrawn and Holder group what spans
+// several operations: a call's admission, consent withdrawn from a site
+// (D12), a sealed job kept for its holder (D14).
 func Run(t *testing.T, newHarness NewHarness) {
 	groups := []struct {
 		name  string
 		cases []func(suite)
 	}{
-		{"enqueue", []func(suite){enqueueContract, enqueueContract2}},
-		{"claim", []func(suite){claimContract, claimContract2}},
-		{"fetch", []func(suite){fetchContract, fetchContract2}},
-		{"result", []func(suite){resultContract, resultContract2}},
-		{"release", []func(suite){releaseContract, releaseContract2}},
-		{"renew", []func(suite){renewContract, renewContract2}},
-		{"payload", []func(suite){payloadContract, payloadContract2}},
-		{"cancel", []func(suite){cancelContract, cancelContract2}},
-		{"cancelRequests", []func(suite){cancelRequestsContract, cancelRequestsContract2}},
-		{"pending", []func(suite){pendingContract, pendingContract2}},
-		{"results", []func(suite){resultsContract, resultsContract2}},
-		{"sweep", []func(suite){sweepContract, sweepContract2}},
-		{"clock", []func(suite){clockContract}},
-		{"presence", []func(suite){presenceContract, presenceContract2}},
-		{"admission", []func(suite){admissionContract}},
-		{"heartbeat", []func(suite){heartbeatContract}},
-		{"withdrawn", []func(suite){withdrawnContract2}},
-		{"settleGrants", []func(suite){settleContract2}},
-		{"holder", []func(suite){holderContract2}},
+		{"Enqueue", []func(suite){enqueueContract, enqueueContract2}},
+		{"Claim", []func(suite){claimContract, claimContract2}},
+		{"Fetch", []func(suite){fetchContract, fetchContract2}},
+		{"Result", []func(suite){resultContract, resultContract2}},
+		{"Release", []func(suite){releaseContract, releaseContract2}},
+		{"Renew", []func(suite){renewContract, renewContract2}},
+		{"Payload", []func(suite){payloadContract, payloadContract2}},
+		{"Cancel", []func(suite){cancelContract, cancelContract2}},
+		{"CancelRequests", []func(suite){cancelRequestsContract, cancelRequestsContract2}},
+		{"Pending", []func(suite){pendingContract, pendingContract2}},
+		{"Results", []func(suite){resultsContract, resultsContract2}},
+		{"Sweep", []func(suite){sweepContract, sweepContract2}},
+		{"Now", []func(suite){clockContract}},
+		{"Presence", []func(suite){presenceContract, presenceContract2}},
+		{"Admission", []func(suite){admissionContract}},
+		{"Heartbeat", []func(suite){heartbeatContract}},
+		{"Withdrawn", []func(suite){withdrawnContract2}},
+		{"SettleGrants", []func(suite){settleContract2}},
+		{"Holder", []func(suite){holderContract2}},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -12,28 +12,42 @@ import (
 
 // sweepContract lists the sweep cases.
 func sweepContract(s suite) {
-	s.run("drops a job at its deadline, and the ciphertext with it", sweepDropsJobDeadline)                                              // F67, B17.1
-	s.run("reports only what it dropped itself, not a job an operation already dropped and replaced", sweepReportsOnlyWhatDroppedItself) // B17, G8
-	s.run("leaves a job whose deadline has not passed alone", sweepLeavesJobWhoseDeadlineHas)                                            // F68
-	s.run("requeues a job whose site never sealed, stub intact", sweepRequeuesJobWhoseSiteNever)                                         // F20, B17.2
-	s.run("takes a running job from a device whose lease lapsed", sweepTakesRunningJobFromDevice)                                        // F27, B17.3
-	s.run("keeps a renewed grant past its first expiry", sweepKeepsRenewedGrantPastFirst)                                                // F26
-	s.run("never requeues queued or done jobs, nor lease-expires one awaiting its payload", sweepNeverRequeuesQueuedDoneJobs)            // B17
-	s.run("reports requeued then expired, each in first-enqueue order", sweepReportsRequeuedThenExpired)                                 // B17, G12
+	// drops a job at its deadline, and the ciphertext with it (F67, B17.1)
+	s.run("DropsAtDeadline", sweepDropsJobDeadline)
+	// reports only what it dropped itself, not a job an operation already dropped and replaced (B17, G8)
+	s.run("ReportsOnlyItsOwnDrops", sweepReportsOnlyWhatDroppedItself)
+	// leaves a job whose deadline has not passed alone (F68)
+	s.run("LeavesLiveJob", sweepLeavesJobWhoseDeadlineHas)
+	// requeues a job whose site never sealed, stub intact (F20, B17.2)
+	s.run("RequeuesUnsealed", sweepRequeuesJobWhoseSiteNever)
+	// takes a running job from a device whose lease lapsed (F27, B17.3)
+	s.run("TakesLapsedLease", sweepTakesRunningJobFromDevice)
+	// keeps a renewed grant past its first expiry (F26)
+	s.run("KeepsRenewedGrant", sweepKeepsRenewedGrantPastFirst)
+	// never requeues queued or done jobs, nor lease-expires one awaiting its payload (B17)
+	s.run("NeverQueuedOrDone", sweepNeverRequeuesQueuedDoneJobs)
+	// reports requeued then expired, each in first-enqueue order (B17, G12)
+	s.run("RequeuedThenExpired", sweepReportsRequeuedThenExpired)
 }
 
 // clockContract lists the clock cases.
 func clockContract(s suite) {
-	s.run("is the store's own, and moves with it", clockStoresOwn) // B1, D5
+	// is the store's own, and moves with it (B1, D5)
+	s.run("OwnClockMoves", clockStoresOwn)
 }
 
 // presenceContract lists the presence cases.
 func presenceContract(s suite) {
-	s.run("stamps a pairing from the store clock", presenceStampsPairingFromStoreClock) // F72, B14
-	s.run("refreshes owner and keys on a second pairing (relayd G7)", presenceRefreshesOwnerKeysSecondPairing)
-	s.run("touches a known runner's last-seen time and nobody else's (relayd G7)", presenceTouchesKnownRunnersLastSeenTime)
-	s.run("stamps the runner within claim, fetch and result when asked, refused or not (relayd G7)", presenceStampsRunnerWithinClaim)
-	s.run("lists everyone in first-pair order, up to a limit", presenceListsEveryoneFirstPairOrder) // B15
+	// stamps a pairing from the store clock (F72, B14)
+	s.run("PairStampsStoreClock", presenceStampsPairingFromStoreClock)
+	// refreshes owner and keys on a second pairing (relayd G7)
+	s.run("RepairRefreshesOwnerKeys", presenceRefreshesOwnerKeysSecondPairing)
+	// touches a known runner's last-seen time and nobody else's (relayd G7)
+	s.run("TouchKnownRunnerOnly", presenceTouchesKnownRunnersLastSeenTime)
+	// stamps the runner within claim, fetch and result when asked, refused or not (relayd G7)
+	s.run("StampsWithinCalls", presenceStampsRunnerWithinClaim)
+	// lists everyone in first-pair order, up to a limit (B15)
+	s.run("RunnersInPairOrder", presenceListsEveryoneFirstPairOrder)
 }
 
 func sweepDropsJobDeadline(t *testing.T, b *bundle) {

@@ -12,24 +12,38 @@ import (
 
 // sweepContract2 lists the protocol "2" sweep cases.
 func sweepContract2(s suite) {
-	s.run("v2: stops offering a job past its deadline, and drops the ciphertext", sweep2DropsJobPastDeadline)          // published case 21
-	s.run("v2: reports what a sweep removed, not only what it requeued", sweep2ReportsWhatItRemoved)                   // published case 22
-	s.run("v2: evicts a job on the third consecutive lapse of its sealing window", sweep2EvictsOnThirdLapse)           // §4.5, S18
-	s.run("v2: evicts on the third lapse even when no sweep ran", sweep2EvictsLazily)                                  // S17
-	s.run("v0: keeps the plain requeue of a lapsed sealing window, with no count and no re-offer", sweep0PlainRequeue) // A5
-	s.run("v2: a lapsed lease requeues and keeps the sealing bookkeeping", sweep2LeaseLapseKeepsBookkeeping)           // ST20, after D14's holder window
+	// v2: stops offering a job past its deadline, and drops the ciphertext (published case 21)
+	s.run("V2DropsPastDeadline", sweep2DropsJobPastDeadline)
+	// v2: reports what a sweep removed, not only what it requeued (published case 22)
+	s.run("V2ReportsRemoved", sweep2ReportsWhatItRemoved)
+	// v2: evicts a job on the third consecutive lapse of its sealing window (§4.5, S18)
+	s.run("V2EvictsOnThirdLapse", sweep2EvictsOnThirdLapse)
+	// v2: evicts on the third lapse even when no sweep ran (S17)
+	s.run("V2EvictsWithoutSweep", sweep2EvictsLazily)
+	// v0: keeps the plain requeue of a lapsed sealing window, with no count and no re-offer (A5)
+	s.run("V0PlainRequeue", sweep0PlainRequeue)
+	// v2: a lapsed lease requeues and keeps the sealing bookkeeping (ST20, after D14's holder window)
+	s.run("V2LeaseLapseKeepsBookkeeping", sweep2LeaseLapseKeepsBookkeeping)
 }
 
 // presenceContract2 lists the protocol "2" presence cases.
 func presenceContract2(s suite) {
-	s.run("v2: remembers a device, and what it says it can run", presence2RemembersCapabilities)                // published case 31
-	s.run("v2: replaces the matrix rather than merging it", presence2ReplacesMatrix)                            // published case 32
-	s.run("v2: keeps an empty matrix, because empty is an answer", presence2KeepsEmptyMatrix)                   // published case 33
-	s.run("v2: remembers which kinds are withheld, and drops them when resolved", presence2RemembersWithheld)   // published case 34
-	s.run("leaves capabilities and withheld alone when a pairing does not say them", presenceLeavesUnsaidAlone) // §2.4.3 item 9
-	s.run("v2: stamps presence from its own clock, and moves it on the next beat", presence2StampsFromOwnClock) // published case 35
-	s.run("v2: lists everyone it has seen", presence2ListsEveryone)                                             // published case 36
-	s.run("v2: does not know a runner it has never seen", presence2DoesNotKnowStranger)                         // published case 37
+	// v2: remembers a device, and what it says it can run (published case 31)
+	s.run("V2RemembersCapabilities", presence2RemembersCapabilities)
+	// v2: replaces the matrix rather than merging it (published case 32)
+	s.run("V2ReplacesMatrix", presence2ReplacesMatrix)
+	// v2: keeps an empty matrix, because empty is an answer (published case 33)
+	s.run("V2KeepsEmptyMatrix", presence2KeepsEmptyMatrix)
+	// v2: remembers which kinds are withheld, and drops them when resolved (published case 34)
+	s.run("V2RemembersWithheld", presence2RemembersWithheld)
+	// leaves capabilities and withheld alone when a pairing does not say them (§2.4.3 item 9)
+	s.run("LeavesUnsaidAlone", presenceLeavesUnsaidAlone)
+	// v2: stamps presence from its own clock, and moves it on the next beat (published case 35)
+	s.run("V2StampsFromOwnClock", presence2StampsFromOwnClock)
+	// v2: lists everyone it has seen (published case 36)
+	s.run("V2ListsEveryone", presence2ListsEveryone)
+	// v2: does not know a runner it has never seen (published case 37)
+	s.run("V2UnknownStranger", presence2DoesNotKnowStranger)
 }
 
 func sweep2DropsJobPastDeadline(t *testing.T, b *bundle) {

@@ -15,9 +15,12 @@ import (
 // a job of any other site is worked on no further, though release still
 // gives it back.
 func withdrawnContract2(s suite) {
-	s.run("D12_WithdrawnConsentStopsHeldWork: v2: fetch and result of a job of a site outside Sites are refused withdrawn, after the holder checks", withdrawn2RefusesFetchAndResult)
-	s.run("D12_WithdrawnConsentStopsHeldWork: v2: a heartbeat renews only grants on jobs of its Sites; the rest are lost and lapse into the queue", withdrawn2HeartbeatRenewsOnlyItsSites)
-	s.run("D12_WithdrawnConsentStopsHeldWork: v2: release gives back a job of a withdrawn site", withdrawn2ReleaseStillGivesBack)
+	// v2: fetch and result of a job of a site outside Sites are refused withdrawn, after the holder checks (D12)
+	s.run("D12_FetchAndResultRefused", withdrawn2RefusesFetchAndResult)
+	// v2: a heartbeat renews only grants on jobs of its Sites; the rest are lost and lapse into the queue (D12)
+	s.run("D12_HeartbeatRenewsOnlyItsSites", withdrawn2HeartbeatRenewsOnlyItsSites)
+	// v2: release gives back a job of a withdrawn site (D12)
+	s.run("D12_ReleaseStillGivesBack", withdrawn2ReleaseStillGivesBack)
 }
 
 // heldOnBothSites has alice claim a v2 job on Site and one on OtherSite,
