@@ -24,7 +24,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/byollm/relayd/clock"
-	"github.com/byollm/relayd/pairing"
 	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/plane/codec2"
 	"github.com/byollm/relayd/projection"
@@ -126,17 +125,8 @@ func New(cfg Config) *Relay {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = protocol.DefaultMaxBodyBytes
 	}
-	if !cfg.Protocols.V0 && !cfg.Protocols.V2 {
-		cfg.Protocols.V0 = true
-	}
 	if cfg.Random == nil {
 		cfg.Random = rand.Reader
-	}
-	if cfg.V2.PairingCapacity <= 0 {
-		cfg.V2.PairingCapacity = pairing.DefaultCapacity
-	}
-	if cfg.V2.Limits.MaxListItems <= 0 {
-		cfg.V2.Limits.MaxListItems = cfg.Limits.MaxListItems
 	}
 	base := cfg.BasePath
 	if base == "" {
@@ -149,7 +139,7 @@ func New(cfg Config) *Relay {
 		Pairings: cfg.Pairings, Random: cfg.Random, Logger: cfg.Logger,
 		ResultsAnswers: codec.NewResultsAnswers(cfg.ResultsAnswerBytes),
 	}
-	r.classifier = newClassifier(r.env, cfg.Protocols, cfg.V2)
+	r.classifier = newClassifier(r.env, cfg)
 	r.public = newEcho(cfg.Logger, observer{started: cfg.RequestStarted, answered: cfg.ObserveRequest})
 	r.public.Pre(resolvePath)
 	// The reference never checks the method (A0.6). Echo's Any covers only
