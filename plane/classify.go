@@ -31,9 +31,18 @@ type Protocols struct {
 	V0, V2 bool
 }
 
-// newClassifier returns the classifier of a relay speaking the protocols
-// served names.
-func newClassifier(env *codec.Env, served Protocols, v2 codec2.Options) classifier {
+// newClassifier returns the classifier of the relay cfg configures: the
+// protocols it serves ("0" alone when it names none), each codec built
+// on env, protocol "2"'s with its settings, whose list limit is the
+// relay's own unless they set one.
+func newClassifier(env *codec.Env, cfg Config) classifier {
+	served, v2 := cfg.Protocols, cfg.V2
+	if !served.V0 && !served.V2 {
+		served.V0 = true
+	}
+	if v2.Limits.MaxListItems <= 0 {
+		v2.Limits.MaxListItems = cfg.Limits.MaxListItems
+	}
 	k := classifier{rules: proto2.Classifier{WithV0: served.V0}, decoder: proto2.Decoder{Limits: v2.Limits}}
 	if served.V0 {
 		k.v0 = codec0.New(env)

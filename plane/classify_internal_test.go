@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/byollm/relayd/plane/codec"
-	"github.com/byollm/relayd/plane/codec2"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
 )
@@ -37,7 +36,7 @@ func TestWithoutMember(t *testing.T) {
 func TestClassifierAgreesWithProto2sReading(t *testing.T) {
 	env := &codec.Env{}
 	for _, served := range []Protocols{{V0: true, V2: true}, {V2: true}} {
-		k := newClassifier(env, served, codec2.Options{})
+		k := newClassifier(env, Config{Protocols: served})
 		bodies := []string{``, `{}`, `[]`, `null`, `not json`, `{"protocolVersion":"0"}`, `{"protocolVersion":"2"}`, `{"protocolVersion":"99"}`,
 			`{"protocolVersion":""}`, `{"protocolVersion":2}`, `{"protocolVersion":null}`, `{"a":1,"a":2}`, "{\"protocolVersion\":\"\xff\"}",
 			`{"protocolVersion":"2"} x`, `{"x":{"protocolVersion":"2"}}`}

@@ -222,8 +222,9 @@ func (w *fuzzWorld) relay(s *fuzzState, opts uint8) *plane.Relay {
 	if opts&fuzzSendTwice != 0 {
 		rate = ratelimit.Rate{Every: time.Minute, Burst: 1}
 	}
-	cfg.RateLimit, _ = ratelimit.NewMemory(rate, s.clock)
-	cfg.SiteRateLimit, _ = ratelimit.NewMemory(rate, s.clock)
+	runners, _ := ratelimit.NewMemory(rate, s.clock)
+	sites, _ := ratelimit.NewMemory(rate, s.clock)
+	cfg.RunnerLimit, cfg.SiteLimit = ratelimit.Apart(runners), ratelimit.Apart(sites)
 	return plane.New(cfg)
 }
 

@@ -290,10 +290,8 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 		AdminHosts:   b.opts.AdminHosts,
 
 		Limits:            b.opts.Limits,
-		RateLimit:         limiterOn(s, b.opts.RateLimit),
-		RunnerRate:        b.opts.RateLimit,
-		SiteRateLimit:     limiterOn(s, b.opts.SiteRateLimit),
-		SiteRate:          b.opts.SiteRateLimit,
+		RunnerLimit:       limitOn(s, b.opts.RateLimit),
+		SiteLimit:         limitOn(s, b.opts.SiteRateLimit),
 		TrustForwardedFor: b.opts.TrustForwardedFor,
 
 		Logger:    b.opts.Logger,
@@ -304,14 +302,14 @@ func (b *bundle) config(s store.RoutingStore) plane.Config {
 	}
 }
 
-// limiterOn is a rate limiter kept where s keeps its state, on s's clock,
-// as relayd wires one: each store offers the limiter that lives beside it
+// limitOn is a rate limit kept where s keeps its state, on s's clock, as
+// relayd wires one: each store offers the limiter that lives beside it
 // (in its Valkey under its prefix, so that replicas on one Valkey share
-// buckets; in process on the memory store's clock). Nil when rate is
-// disabled.
-func limiterOn(s store.RoutingStore, rate ratelimit.Rate) ratelimit.Limiter {
+// buckets; in process on the memory store's clock), whose buckets its
+// operations charge too. No limit when rate is disabled.
+func limitOn(s store.RoutingStore, rate ratelimit.Rate) ratelimit.Limit {
 	if !rate.Enabled() {
-		return nil
+		return ratelimit.Limit{}
 	}
 	l, err := s.(interface {
 		Limiter(ratelimit.Rate) (ratelimit.Limiter, error)
@@ -319,7 +317,7 @@ func limiterOn(s store.RoutingStore, rate ratelimit.Rate) ratelimit.Limiter {
 	if err != nil {
 		panic(fmt.Sprintf("test rate %v: %v", rate, err))
 	}
-	return l
+	return ratelimit.Stored(l, rate)
 }
 
 // replica starts another relay on store s, sharing this bundle's projection

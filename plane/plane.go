@@ -24,7 +24,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/byollm/relayd/clock"
-	"github.com/byollm/relayd/pairing"
 	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/plane/codec2"
 	"github.com/byollm/relayd/projection"
@@ -61,21 +60,17 @@ type Config struct {
 	// Limits bounds what a body may hold beyond its size: list lengths,
 	// ciphertext size, JSON values. Zero fields take protocol's defaults.
 	Limits protocol.Limits
-	// RateLimit limits each runner, once its signature checks, and each
-	// client address that pairs. Nil means no limit.
-	RateLimit ratelimit.Limiter
-	// RunnerRate is RateLimit's rate when the routing store keeps its
-	// buckets (the store's own Limiter, as the server's backends build
-	// it): a signed daemon call then has its runner checked and charged
-	// within its store operation, one round trip for all of it. Zero
-	// with a RateLimit set keeps the charge a call of its own.
-	RunnerRate ratelimit.Rate
-	// SiteRate is RunnerRate for SiteRateLimit: a site's write is then
-	// charged within its store operation.
-	SiteRate ratelimit.Rate
-	// SiteRateLimit limits each site, once its signature checks. Nil means
-	// no limit.
-	SiteRateLimit ratelimit.Limiter
+	// RunnerLimit limits each runner, once its signature checks, and each
+	// client address that pairs; the zero Limit limits nothing. Stored
+	// (the routing store's own limiter, as the server's backends build
+	// it), a signed daemon call has its runner checked and charged within
+	// its store operation, one round trip for all of it; Apart, the
+	// charge is a call of its own.
+	RunnerLimit ratelimit.Limit
+	// SiteLimit limits each site, once its signature checks, as
+	// RunnerLimit does: stored, a site's write is charged within its
+	// store operation.
+	SiteLimit ratelimit.Limit
 	// TrustForwardedFor takes a pairing client's address from the last
 	// X-Forwarded-For entry, which a load balancer in front appends, instead
 	// of from the connection. Set it only behind such a load balancer: a
@@ -105,9 +100,12 @@ type Config struct {
 
 // Relay serves the byollm protocol.
 type Relay struct {
-	cfg        Config
-	basePath   string
-	decoder    protocol.Decoder
+	cfg      Config
+	basePath string
+	decoder  protocol.Decoder
+	// env is what the codecs serve from; the plane charges the pairing
+	// client addresses through it too.
+	env        *codec.Env
 	classifier classifier
 	public     *echo.Echo
 	adminHosts AdminHosts
@@ -127,30 +125,21 @@ func New(cfg Config) *Relay {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = protocol.DefaultMaxBodyBytes
 	}
-	if !cfg.Protocols.V0 && !cfg.Protocols.V2 {
-		cfg.Protocols.V0 = true
-	}
 	if cfg.Random == nil {
 		cfg.Random = rand.Reader
-	}
-	if cfg.V2.PairingCapacity <= 0 {
-		cfg.V2.PairingCapacity = pairing.DefaultCapacity
-	}
-	if cfg.V2.Limits.MaxListItems <= 0 {
-		cfg.V2.Limits.MaxListItems = cfg.Limits.MaxListItems
 	}
 	base := cfg.BasePath
 	if base == "" {
 		base = protocol.DefaultBasePath
 	}
 	r := &Relay{cfg: cfg, basePath: strings.TrimRight(base, "/"), decoder: protocol.NewDecoder(cfg.Limits), adminHosts: NewAdminHosts(cfg.AdminHosts)}
-	r.classifier = newClassifier(&codec.Env{
+	r.env = &codec.Env{
 		SiteID: cfg.SiteID, LeaseMs: cfg.LeaseMs, Store: cfg.Store, Projection: cfg.Projection, Clock: cfg.Clock,
-		ChargeRunner: r.charge(cfg.RateLimit), ChargeSite: r.charge(cfg.SiteRateLimit), RunnerCharge: storeCharge(cfg.RunnerRate, cfg.RateLimit, codec.RunnerKey),
-		SiteCharge: storeCharge(cfg.SiteRate, cfg.SiteRateLimit, codec.SiteKey),
-		Pairings:   cfg.Pairings, Random: cfg.Random, Logger: cfg.Logger,
+		RunnerLimit: cfg.RunnerLimit, SiteLimit: cfg.SiteLimit,
+		Pairings: cfg.Pairings, Random: cfg.Random, Logger: cfg.Logger,
 		ResultsAnswers: codec.NewResultsAnswers(cfg.ResultsAnswerBytes),
-	}, cfg.Protocols, cfg.V2)
+	}
+	r.classifier = newClassifier(r.env, cfg)
 	r.public = newEcho(cfg.Logger, observer{started: cfg.RequestStarted, answered: cfg.ObserveRequest})
 	r.public.Pre(resolvePath)
 	// The reference never checks the method (A0.6). Echo's Any covers only
@@ -226,7 +215,7 @@ func (r *Relay) serve(c echo.Context, plane codec.Plane, endpoint string) error 
 	if plane == codec.Daemon && codec.Unsigned(endpoint) {
 		// Unsigned, so charged to the client address, before the body is read.
 		clientAddr = r.clientAddr(req)
-		if refusal := r.rateLimit(ctx, r.cfg.RateLimit, "addr:"+clientAddr); refusal != nil {
+		if refusal := r.env.Charge(ctx, r.cfg.RunnerLimit, "addr:"+clientAddr); refusal != nil {
 			return refusal
 		}
 	}

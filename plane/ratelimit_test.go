@@ -210,7 +210,7 @@ func (failingLimiter) Allow(context.Context, string) (ratelimit.Decision, error)
 }
 
 // A limiter that cannot answer lets requests through (fail open; see
-// plane.Relay.rateLimit for why): never a 500, never a refusal of its own.
+// codec.Env.Charge for why): never a 500, never a refusal of its own.
 func TestG26_LimiterThatCannotAnswerLetsRequestsThrough(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		limiters := map[string]ratelimit.Limiter{"failing": failingLimiter{}}
@@ -227,7 +227,7 @@ func TestG26_LimiterThatCannotAnswerLetsRequestsThrough(t *testing.T) {
 		}
 		for name, l := range limiters {
 			cfg := b.config(b.store)
-			cfg.RateLimit, cfg.SiteRateLimit = l, l
+			cfg.RunnerLimit, cfg.SiteLimit = ratelimit.Apart(l), ratelimit.Apart(l)
 			srv := httptest.NewServer(plane.New(cfg).Handler())
 			t.Cleanup(srv.Close)
 

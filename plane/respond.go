@@ -2,7 +2,6 @@ package plane
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -88,10 +87,6 @@ func writeRefusal(c echo.Context, r codec.Refusal) error {
 // serverError is the answer when the store cannot answer.
 var serverError = protocol.StoreUnavailable()
 
-// requestIDKey carries a request's id in its context, for every log line
-// written while serving it.
-type requestIDKey struct{}
-
 const routeKey = "relayd.route"
 
 // setRoute names the route a request was dispatched to, for metrics.
@@ -109,12 +104,7 @@ func routeOf(c echo.Context) string {
 	return "unmatched"
 }
 
-func requestID(c echo.Context) string { return requestIDOf(c.Request().Context()) }
-
-func requestIDOf(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
-}
+func requestID(c echo.Context) string { return codec.RequestID(c.Request().Context()) }
 
 // observer is told when requests begin and are answered; either may be nil.
 type observer struct {
@@ -139,7 +129,7 @@ func requestLog(logger *slog.Logger, observe observer) echo.MiddlewareFunc {
 			if id == "" || len(id) > 128 {
 				id = uuid.NewString()
 			}
-			c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey{}, id)))
+			c.SetRequest(req.WithContext(codec.WithRequestID(req.Context(), id)))
 			c.Response().Header().Set("X-Request-ID", id)
 			if err := next(c); err != nil {
 				c.Error(err)

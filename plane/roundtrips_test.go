@@ -19,7 +19,7 @@ import (
 
 // TestOneStoreRoundTripPerDaemonCall counts the commands a Valkey server
 // runs for each protocol "0" daemon call. With the limiter's buckets in
-// the store (RunnerRate, as the server wires it), the presence check and
+// the store (a Stored RunnerLimit, as the server wires it), the presence check and
 // the rate charge go with the call's own operation: one command for a
 // claim, a fetch, a result, a release or a heartbeat (whose stamp,
 // sweep, cancel list and renewal are one operation), where checking them
@@ -44,7 +44,7 @@ func TestOneStoreRoundTripPerDaemonCall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := b.config(b.store)
 			if tc.apart {
-				cfg.RunnerRate = ratelimit.Rate{}
+				cfg.RunnerLimit = ratelimit.Apart(cfg.RunnerLimit.Limiter())
 			}
 			relay := httptest.NewServer(plane.New(cfg).Handler())
 			t.Cleanup(relay.Close)

@@ -24,6 +24,7 @@ import (
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
+	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/backend"
 )
@@ -77,8 +78,8 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		ResultsAnswerBytes: cfg.ResultsCacheBytes,
 		Projection:         src.Current, Clock: LocalClock(cfg), Logger: logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
-		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
-		RateLimit: b.RateLimit, RunnerRate: cfg.RateLimit, SiteRateLimit: b.SiteRateLimit, SiteRate: cfg.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
+		Limits:      protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
+		RunnerLimit: ratelimit.Stored(b.RateLimit, cfg.RateLimit), SiteLimit: ratelimit.Stored(b.SiteRateLimit, cfg.SiteRateLimit), TrustForwardedFor: cfg.TrustForwardedFor,
 		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg, grantAuthor(ring, external, m)), AdminHosts: cfg.AdminHostNames(),
 	})
 	admin := plane.NewAdmin(relay)

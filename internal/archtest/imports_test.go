@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"store/lua":           {},
 	"store/valkey":        {"clock", "protocol", "ratelimit", "store", "store/lua"},
 	"store/backend":       {"clock", "ratelimit", "store", "store/memory", "store/valkey"},
-	"plane/codec":         {"clock", "projection", "protocol", "store"},
+	"plane/codec":         {"clock", "projection", "protocol", "ratelimit", "store"},
 	"plane/codec0":        {"clock", "plane/codec", "projection", "protocol", "store"},
 	"plane/codec2":        {"admission", "pairing", "plane/codec", "projection", "protocol", "protocol/proto2", "store"},
 	"plane":               {"clock", "pairing", "plane/codec", "plane/codec0", "plane/codec2", "projection", "protocol", "protocol/proto2", "ratelimit", "store"},

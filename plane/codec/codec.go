@@ -18,11 +18,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/byollm/relayd/clock"
 	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit"
 	"github.com/byollm/relayd/store"
 )
 
@@ -107,10 +107,6 @@ type Refusal interface {
 	Wire() (status int, body any, retryAfter int64)
 }
 
-// Charge charges one request to key against a rate, returning the refusal
-// for a caller over it and nil otherwise.
-type Charge func(ctx context.Context, key string) *protocol.Refusal
-
 // Env is what the codecs serve from; the plane builds one for all of them.
 type Env struct {
 	// SiteID is the one site the relay routes for.
@@ -123,19 +119,17 @@ type Env struct {
 	Projection func() *projection.Projection
 	// Clock is the relay's own clock: signature freshness and serverTime.
 	Clock clock.Clock
-	// ChargeRunner limits each runner (under RunnerKey) once its
-	// signature checks; ChargeSite each site. Neither is nil.
-	ChargeRunner, ChargeSite Charge
-	// RunnerCharge, when set, is the store bucket ChargeRunner spends for
-	// a runner (nil when runners are not limited): the store keeps the
-	// limiter's buckets, so a codec may check a signed call's runner
-	// within the call's own store operation (store.Admission), one round
-	// trip instead of a presence read, a charge and the operation.
-	RunnerCharge func(runnerID string) *store.Charge
-	// SiteCharge is RunnerCharge for ChargeSite: the store bucket of a
-	// site (under SiteKey), so that a site's write charges it within its
-	// own store operation.
-	SiteCharge func(siteID string) *store.Charge
+	// RunnerLimit limits each runner (under RunnerKey) once its signature
+	// checks, and each client address that pairs. Unless it is charged
+	// apart, a codec leaves a signed call's checks that need the store
+	// to the call's own store operation (store.Admission, its Charge
+	// from StoreCharge): one round trip instead of a presence read, a
+	// charge and the operation.
+	RunnerLimit ratelimit.Limit
+	// SiteLimit limits each site (under SiteKey) once its signature
+	// checks; unless it is charged apart, a site's write takes the charge
+	// within its own store operation (SiteCaller).
+	SiteLimit ratelimit.Limit
 	// Pairings holds the pending device codes every replica shares; nil
 	// when the store keeps none, which turns device-code pairing off.
 	Pairings store.Pairings
@@ -149,12 +143,6 @@ type Env struct {
 	Logger *slog.Logger
 }
 
-// RunnerKey is the rate-limit key of a runner.
-func RunnerKey(runnerID string) string { return "runner:" + runnerID }
-
-// SiteKey is the rate-limit key of a site.
-func SiteKey(siteID string) string { return "site:" + siteID }
-
 // SiteCaller is an authenticated site and the rate charge its call still
 // owes: its store write takes it (Admission), and anything else pays it
 // first (Pay).
@@ -164,13 +152,14 @@ type SiteCaller struct {
 }
 
 // NewSiteCaller authenticates site's call as far as the projection and
-// signature go: with the store keeping the site limiter's buckets the
-// charge is left owed, otherwise it is taken now through ChargeSite.
+// signature go: the charge is left owed to the call's store write unless
+// SiteLimit is charged apart, when it is taken now.
 func (e *Env) NewSiteCaller(ctx context.Context, site projection.SiteRecord) (*SiteCaller, *protocol.Refusal) {
-	if e.SiteCharge != nil {
-		return &SiteCaller{SiteRecord: site, owed: e.SiteCharge(site.SiteID)}, nil
+	key := SiteKey(site.SiteID)
+	if !e.SiteLimit.ChargedApart() {
+		return &SiteCaller{SiteRecord: site, owed: StoreCharge(e.SiteLimit, key)}, nil
 	}
-	if refusal := e.ChargeSite(ctx, SiteKey(site.SiteID)); refusal != nil {
+	if refusal := e.Charge(ctx, e.SiteLimit, key); refusal != nil {
 		return nil, refusal
 	}
 	return &SiteCaller{SiteRecord: site}, nil
@@ -223,13 +212,22 @@ func (s *SiteCaller) Pay(ctx context.Context, e *Env) *protocol.Refusal {
 		return nil
 	}
 	s.owed = nil
-	return e.ChargeSite(ctx, SiteKey(s.SiteID))
+	return e.Charge(ctx, e.SiteLimit, SiteKey(s.SiteID))
 }
 
-// RateLimited is the 429 of a caller who must wait that long: the wait in
-// whole seconds, rounded up, whichever protocol the caller speaks.
-func RateLimited(wait time.Duration) *protocol.Refusal {
-	return protocol.RateLimited(int64((wait + time.Second - 1) / time.Second))
+// requestIDKey carries a request's id in its context.
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying the id of the request it serves, for
+// every log line written while serving it, the plane's and the codecs'.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID is the id WithRequestID gave ctx; "" when it gave none.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
 }
 
 // NowMs reads the relay clock in milliseconds.

@@ -81,7 +81,7 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 	if !ok {
 		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned)
 	}
-	if c.env.RunnerCharge != nil {
+	if !c.env.RunnerLimit.ChargedApart() {
 		if who, err := c.identify(ctx, sig, req, true); err == nil {
 			return who, nil
 		}
@@ -114,10 +114,10 @@ func (c *Codec) identify(ctx context.Context, sig protocol.Signature, req *codec
 	if refusal := c.env.Verify(sig, req.Endpoint, req.Body, dev.Device.Identity); refusal != nil {
 		return nil, refusal
 	}
-	who := &caller{device: dev, proj: proj}
+	who, key := &caller{device: dev, proj: proj}, codec.RunnerKey(dev.RunnerID)
 	if owe {
-		who.admit = &store.Admission{Paired: &store.Paired{Owner: dev.Owner, Device: dev.Device}, Charge: c.env.RunnerCharge(dev.RunnerID)}
-	} else if refusal := c.env.ChargeRunner(ctx, codec.RunnerKey(dev.RunnerID)); refusal != nil {
+		who.admit = &store.Admission{Paired: &store.Paired{Owner: dev.Owner, Device: dev.Device}, Charge: codec.StoreCharge(c.env.RunnerLimit, key)}
+	} else if refusal := c.env.Charge(ctx, c.env.RunnerLimit, key); refusal != nil {
 		// Charged only now, under the verified runner id: a stranger
 		// naming someone else's runner cannot spend that runner's tokens.
 		return nil, refusal

@@ -14,6 +14,7 @@ package codec2
 import (
 	"context"
 
+	"github.com/byollm/relayd/pairing"
 	"github.com/byollm/relayd/plane/codec"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
@@ -30,7 +31,8 @@ type Options struct {
 	// UpdateOffer is the version offered to daemons as updateTo; empty
 	// for none.
 	UpdateOffer string
-	// PairingCapacity is how many device codes may be pending at once.
+	// PairingCapacity is how many device codes may be pending at once;
+	// zero is pairing.DefaultCapacity.
 	PairingCapacity int
 	// Limits bounds the bodies' open lists.
 	Limits proto2.Limits
@@ -51,8 +53,12 @@ type Codec struct {
 
 var _ codec.Codec = (*Codec)(nil)
 
-// New returns the codec serving from env with opts.
+// New returns the codec serving from env with opts; a PairingCapacity of
+// zero is pairing.DefaultCapacity.
 func New(env *codec.Env, opts Options) *Codec {
+	if opts.PairingCapacity <= 0 {
+		opts.PairingCapacity = pairing.DefaultCapacity
+	}
 	c := &Codec{env: env, opts: opts, decode: proto2.Decoder{Limits: opts.Limits}}
 	d := c.decode
 	// Every signed call writes the caller's presence within its own

@@ -85,14 +85,14 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 		return nil, refusal
 	}
 	skew := sig.IssuedAt - c.env.NowMs()
-	owed := &store.Admission{Pair: &store.PairInput{Owner: dev.Owner, Device: dev.Device}}
-	if c.env.RunnerCharge != nil && !dev.Revoked {
-		owed.Charge = c.env.RunnerCharge(dev.RunnerID)
+	owed, key := &store.Admission{Pair: &store.PairInput{Owner: dev.Owner, Device: dev.Device}}, codec.RunnerKey(dev.RunnerID)
+	if !c.env.RunnerLimit.ChargedApart() && !dev.Revoked {
+		owed.Charge = codec.StoreCharge(c.env.RunnerLimit, key)
 		return &caller{device: dev, proj: proj, admit: owed, skewMs: skew}, nil
 	}
 	// Charged only now, under the verified runner id: a stranger naming
 	// someone else's runner cannot spend that runner's tokens.
-	if refusal := c.env.ChargeRunner(ctx, codec.RunnerKey(dev.RunnerID)); refusal != nil {
+	if refusal := c.env.Charge(ctx, c.env.RunnerLimit, key); refusal != nil {
 		return nil, refusal
 	}
 	if dev.Revoked {
