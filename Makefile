@@ -75,10 +75,7 @@ interop-control: interop-deps
 ## fails, so CI shows all three.
 INTEROP_RELAYS  := control relayd relayd-valkey-3
 INTEROP_RELAYD  := $(CURDIR)/interop/.run/bin/relayd
-interop: interop-deps
-	@command -v valkey-server >/dev/null || command -v redis-server >/dev/null || \
-	  { echo "interop: neither valkey-server nor redis-server is on PATH"; exit 1; }
-	$(GO) build -o $(INTEROP_RELAYD) ./cmd/relayd
+interop: interop-deps interop-bin
 	INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) ./.ci/interop-suites test 180 $(INTEROP_RELAYS)
 
 ## interop-grants: relayd as its own grant author (docs/grants.md), driven by
@@ -90,11 +87,16 @@ interop: interop-deps
 ## a 60 s deadline.
 INTEROP_GRANTS_RELAYS := control relayd relayd-valkey-3
 .PHONY: interop-grants
-interop-grants: interop-deps
+interop-grants: interop-deps interop-bin
+	INTEROP_FILES_AT_ONCE=2 INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) ./.ci/interop-suites grants 360 $(INTEROP_GRANTS_RELAYS)
+
+## interop-bin: the relayd both interop suites run, built once, so that
+## `make -j2 interop interop-grants` (as .ci/run does) builds it once
+.PHONY: interop-bin interop-deps
+interop-bin:
 	@command -v valkey-server >/dev/null || command -v redis-server >/dev/null || \
 	  { echo "interop: neither valkey-server nor redis-server is on PATH"; exit 1; }
 	$(GO) build -o $(INTEROP_RELAYD) ./cmd/relayd
-	INTEROP_FILES_AT_ONCE=2 INTEROP_RELAYD_BIN=$(INTEROP_RELAYD) ./.ci/interop-suites grants 360 $(INTEROP_GRANTS_RELAYS)
 
 interop-deps:
 	@command -v node >/dev/null && command -v npm >/dev/null || { echo "interop: node and npm are required"; exit 1; }
