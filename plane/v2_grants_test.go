@@ -380,6 +380,43 @@ func TestGrants_OwnDefault(t *testing.T) {
 	})
 }
 
+// G-R8 with --grant-own-default=false: the same unmapped own job is
+// declined unmapped, as the reference's law does, transiently (a 30 s
+// not-before for the runner, never listed to the site); a mapping added
+// then lets it run, and the owner's other devices were never barred.
+func TestGrants_OwnDefaultOff(t *testing.T) {
+	signer := newTestSigner(t)
+	for _, sf := range storeFactories {
+		t.Run(sf.name, func(t *testing.T) {
+			t.Parallel()
+			counts := &grantCounts{}
+			opts := withGrants(t, signer, counts, enrolled("runner_alice", signer.grantKey(t)))
+			opts.V2.Grants.Author.Law.OwnDefault = false
+			b := setup(t, sf.make, opts)
+			site := b.site2(t, "site", siteMain)
+			site.enqueued(t, site.stub2(t, "own", "alice"))
+			alice := b.device2(t, "alice")
+			require.Empty(t, decodeClaim(t, alice.claim(t, 8)), "no mapping and no owner's default")
+			require.Equal(t, []string{"unmapped"}, counts.reasons())
+			requireAnswer(t, site.get(t, "pending"), http.StatusOK, `{"jobs":[]}`)
+			j, ok, err := b.store.Job(b.ctx, siteMain, "own")
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, store.Queued, j.State)
+			require.Equal(t, b.storeNow(t)+codec2.RetryAfterMs, j.RetryAfter["runner_alice"])
+			require.Empty(t, j.RefusedBy, "unmapped is transient")
+
+			b.project(t, withMappings("alice", projection.Mapping{Purpose: "default", Kind: protocol.KindGenerate, Service: "echo"}))
+			b.advance(codec2.RetryAfterMs * time.Millisecond)
+			jobs := decodeClaim(t, alice.claim(t, 8))
+			require.Len(t, jobs, 1)
+			require.NotNil(t, jobs[0].Grant)
+			require.Equal(t, "echo", jobs[0].Grant.Service)
+			require.Equal(t, []string{"unmapped", "granted"}, counts.reasons())
+		})
+	}
+}
+
 // G-R15: a device enrolled with a key this replica does not hold is
 // offered nothing, its presence is still stamped, and the skip is counted
 // and warned of once.

@@ -75,7 +75,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:    protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RateLimit: b.RateLimit, RunnerRate: cfg.RateLimit, SiteRateLimit: b.SiteRateLimit, SiteRate: cfg.SiteRateLimit, TrustForwardedFor: cfg.TrustForwardedFor,
-		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg, grantAuthor(ring, m)), AdminHosts: cfg.AdminHostNames(),
+		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg, grantAuthor(ring, cfg.GrantOwnDefault, m)), AdminHosts: cfg.AdminHostNames(),
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
@@ -141,13 +141,13 @@ func v2Options(cfg config.Config, grants *codec2.Grants) codec2.Options {
 
 // grantAuthor is relayd's local grant author over ring, counted in m, or
 // nil when no key is configured: then every device keeps D4 (DG1). The
-// owner's default is on (DG3, G-R8).
-func grantAuthor(ring *admission.KeyRing, m *metrics.Metrics) *codec2.Grants {
+// owner's default (G-R8) is --grant-own-default, on unless set false (DG3).
+func grantAuthor(ring *admission.KeyRing, ownDefault bool, m *metrics.Metrics) *codec2.Grants {
 	if ring == nil || ring.Len() == 0 {
 		return nil
 	}
 	return &codec2.Grants{
-		Author:  admission.Author{Law: admission.Law{OwnDefault: true}, Keys: ring, Random: rand.Reader},
+		Author:  admission.Author{Law: admission.Law{OwnDefault: ownDefault}, Keys: ring, Random: rand.Reader},
 		Decided: func(d admission.Decision) { m.SignedGrantDecided(decisionLabels(d)) },
 		Skipped: m.GrantClaimSkipped, SettleFailed: m.GrantSettleFailed,
 	}
