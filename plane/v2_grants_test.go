@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -547,6 +548,39 @@ func TestGrants_AdminListenerNamesTheKeys(t *testing.T) {
 		resp = b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
 		require.NotContains(t, string(resp.Body), "grants")
 	})
+}
+
+// /readyz's unsignable count reads the projection's per-key counts, not a
+// copy of its fixture: what it allocates does not grow with the fixture
+// (it copied every device, consent and roster on each call).
+func TestGrants_ReadinessDoesNotCopyTheFixture(t *testing.T) {
+	signer, stranger := newTestSigner(t), newTestSigner(t)
+	ring, err := admission.NewKeyRing(signer)
+	require.NoError(t, err)
+	g := &codec2.Grants{Author: admission.Author{Keys: ring}}
+	fixtureOf := func(n int) *projection.Projection {
+		f := &projection.Fixture{}
+		for i := range n {
+			identity := protocol.EncodeKey(bytes.Repeat([]byte{byte(i), byte(i >> 8), 1}, 11)[:32])
+			key := signer.grantKey(t)
+			if i%2 == 1 {
+				key = stranger.grantKey(t)
+			}
+			owner := fmt.Sprintf("owner-%d", i)
+			f.Devices = append(f.Devices, projection.DeviceRecord{Owner: owner, RunnerID: fmt.Sprintf("r%d", i),
+				Device: protocol.PublicIdentity{Identity: identity, Encryption: identity, EncryptionSig: "S"}, GrantKey: key})
+			f.Rosters = append(f.Rosters, projection.RosterRecord{ID: "team-" + owner, Owner: owner, Members: []string{"alice"}})
+		}
+		p, err := projection.New(f)
+		require.NoError(t, err)
+		return p
+	}
+	small, large := fixtureOf(2), fixtureOf(2000)
+	require.Equal(t, 1, g.Unsignable(small))
+	require.Equal(t, 1000, g.Unsignable(large))
+	smallAllocs := testing.AllocsPerRun(50, func() { g.Unsignable(small) })
+	largeAllocs := testing.AllocsPerRun(50, func() { g.Unsignable(large) })
+	require.Equal(t, smallAllocs, largeAllocs, "allocations per call, 2 and 2,000 device records")
 }
 
 // G-R57: the claim answer relayd sends an enrolled device, bytes as they
