@@ -34,6 +34,7 @@ type Projection struct {
 	runnableSet      map[string]map[string]struct{} // the same, as a set
 	members          map[string]map[string]struct{} // roster owner → listed members only
 	enrolments       []enrolment                    // each grantKey the device records name, first use first
+	mappings         [][]Mapping                    // each consent's mappings, decoded, by consent index
 	warnings         []string
 }
 
@@ -117,8 +118,10 @@ func build(f *Fixture, raw []byte) *Projection {
 		}
 	}
 	p.enrolments = enrolments(f.Devices)
+	p.mappings = make([][]Mapping, len(f.Consents))
 	for i, c := range f.Consents {
 		firstIndex(p.consentByPair, pair{c.Owner, c.SiteID}, i)
+		p.mappings[i] = c.Mappings.List()
 	}
 	for _, r := range f.Revoked {
 		p.revokedPairs[pair{r.Owner, r.SiteID}] = struct{}{}
