@@ -88,3 +88,76 @@ func TestAuthorThatCannotSignDeclinesTransiently(t *testing.T) {
 		})
 	}
 }
+
+// foreignSigner is a Signer that is not relayd's own key, such as a KMS
+// would be: it may fail.
+type foreignSigner struct {
+	Signer
+	fail  bool
+	calls *int
+}
+
+func (f foreignSigner) Sign(ctx context.Context, statement []byte) (string, error) {
+	*f.calls++
+	if f.fail {
+		return "", errors.New("the signer is unreachable")
+	}
+	return f.Signer.Sign(ctx, statement)
+}
+
+// Prepare decides and readies the grant; with relayd's own key only the
+// signature is left, which Grant makes once, and the grant is the one
+// Author signs. A declined job has no grant.
+func TestPrepareLeavesOnlyTheSignatureOfTheOwnKey(t *testing.T) {
+	p, err := projection.New(teamFixture())
+	require.NoError(t, err)
+	now := time.UnixMilli(1_800_000_000_123)
+	zeros := func() Author {
+		a, _ := teamAuthor(t, bytes.NewReader(make([]byte, 16)))
+		return a
+	}
+	_, key := teamAuthor(t, rand.Reader)
+	prepared := zeros().Prepare(context.Background(), p, memberClaim(), key, now)
+	require.True(t, prepared.Decision.Granted)
+	require.NotNil(t, prepared.key, "the signature is left to Grant")
+	grant := prepared.Grant()
+	require.NotNil(t, grant)
+	require.True(t, Verify(seedPublic, *grant))
+	require.Same(t, grant, prepared.Grant(), "signed once")
+	require.Equal(t, *zeros().Author(context.Background(), p, memberClaim(), key, now).Grant, *grant)
+
+	f := teamFixture()
+	f.Rosters = nil
+	p2, err := projection.New(f)
+	require.NoError(t, err)
+	declinedPrep := zeros().Prepare(context.Background(), p2, memberClaim(), key, now)
+	require.Equal(t, decline(ReasonNotAMember), declinedPrep.Decision)
+	require.Nil(t, declinedPrep.Grant())
+}
+
+// A signer of another kind may fail, so Prepare signs with it at once: its
+// failure is sign-failed before any settle, and its grant is ready.
+func TestPrepareSignsWithAForeignSignerAtOnce(t *testing.T) {
+	p, err := projection.New(teamFixture())
+	require.NoError(t, err)
+	now := time.UnixMilli(1_800_000_000_123)
+	for _, fail := range []bool{false, true} {
+		calls := 0
+		signer := foreignSigner{Signer: seedSigner(t), fail: fail, calls: &calls}
+		ring, err := NewKeyRing(signer)
+		require.NoError(t, err)
+		key, err := projection.ParseGrantKey(signer.PublicKey())
+		require.NoError(t, err)
+		prepared := Author{Keys: ring, Random: rand.Reader}.Prepare(context.Background(), p, memberClaim(), key, now)
+		require.Equal(t, 1, calls, "signed within Prepare")
+		if fail {
+			require.Equal(t, decline(ReasonSignFailed), prepared.Decision)
+			require.Nil(t, prepared.Grant())
+			continue
+		}
+		require.True(t, prepared.Decision.Granted)
+		grant := prepared.Grant()
+		require.Equal(t, 1, calls, "Grant signs nothing more")
+		require.True(t, Verify(seedPublic, *grant))
+	}
+}
