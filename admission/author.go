@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/byollm/relayd/projection"
-	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
 )
 
@@ -33,73 +32,28 @@ type Outcome struct {
 // device's key, the claims are not valid, the signer failed) is a
 // transient decline, never an error for the claim to fail on (G-R17).
 func (a Author) Author(ctx context.Context, p *projection.Projection, c Claim, grantKey projection.GrantKey, now time.Time) Outcome {
-	prepared := a.Prepare(ctx, p, c, grantKey, now)
-	return Outcome{Decision: prepared.Decision, Grant: prepared.Grant()}
-}
-
-// Prepared is a decision whose grant, when granted, is certain: its id is
-// drawn, its claims checked and its statement built, and all that may be
-// left is the signature of relayd's own key, which cannot fail. So a
-// caller may settle the decision first and sign while the store answers
-// (plane/codec2): the settle's round trip then hides the signature's
-// time, and a job settled granted always has its grant.
-type Prepared struct {
-	Decision Decision
-	grant    *proto2.SignedGrant // signed already, or all but its signature
-	// statement and key are set while the signature is still to make.
-	statement []byte
-	key       *keySigner
-}
-
-// Prepare is Author up to the signature: the law over p, then everything
-// a grant needs but the signature of relayd's own key, which Grant makes.
-// A signer of another kind (a KMS, a remote signer) may fail, so Prepare
-// signs with it at once, and its failure is the decline sign-failed here.
-func (a Author) Prepare(ctx context.Context, p *projection.Projection, c Claim, grantKey projection.GrantKey, now time.Time) Prepared {
 	d := a.Law.Decide(p, c)
 	if !d.Granted {
-		return Prepared{Decision: d}
+		return Outcome{Decision: d}
 	}
-	prepared, err := a.prepare(ctx, d, grantKey, now)
+	grant, err := a.sign(ctx, d.Terms, grantKey, now)
 	if err != nil {
-		return Prepared{Decision: declined(ReasonSignFailed)}
+		return Outcome{Decision: declined(ReasonSignFailed)}
 	}
-	return prepared
+	return Outcome{Decision: d, Grant: &grant}
 }
 
-func (a Author) prepare(ctx context.Context, d Decision, grantKey projection.GrantKey, now time.Time) (Prepared, error) {
+func (a Author) sign(ctx context.Context, t Terms, grantKey projection.GrantKey, now time.Time) (proto2.SignedGrant, error) {
 	signer, ok := a.Keys.Lookup(grantKey.String())
 	if !ok {
-		return Prepared{}, errKeyUnavailable
+		return proto2.SignedGrant{}, errKeyUnavailable
 	}
 	id, err := NewGrantID(a.Random)
 	if err != nil {
-		return Prepared{}, err
+		return proto2.SignedGrant{}, err
 	}
-	t := d.Terms
-	claims := Claims{
+	return Sign(ctx, signer, Claims{
 		GrantID: id, JobID: t.JobID, Site: t.Site, User: t.User, Owner: t.Owner,
 		Purpose: t.Purpose, Kind: t.Kind, Service: t.Service, IssuedAt: now.UnixMilli(),
-	}
-	key, own := signer.(*keySigner)
-	if !own {
-		grant, err := Sign(ctx, signer, claims)
-		return Prepared{Decision: d, grant: &grant}, err
-	}
-	statement, err := Statement(claims)
-	if err != nil {
-		return Prepared{}, err
-	}
-	unsigned := grantOf(claims, "")
-	return Prepared{Decision: d, grant: &unsigned, statement: statement, key: key}, nil
-}
-
-// Grant is the prepared grant, signed: nil exactly when the decision is
-// not granted. The first call signs; it is not safe for concurrent use.
-func (p *Prepared) Grant() *proto2.SignedGrant {
-	if p.key != nil {
-		p.grant.Signature = protocol.EncodeKey(p.key.sign(p.statement))
-		p.key, p.statement = nil, nil
-	}
-	return p.grant
+	})
 }

@@ -42,15 +42,10 @@ func Sign(ctx context.Context, signer Signer, c Claims) (proto2.SignedGrant, err
 	if err != nil {
 		return proto2.SignedGrant{}, fmt.Errorf("admission: sign grant with %s: %w", KeyID(signer), err)
 	}
-	return grantOf(c, signature), nil
-}
-
-// grantOf is claims c with signature.
-func grantOf(c Claims, signature string) proto2.SignedGrant {
 	return proto2.SignedGrant{
 		GrantID: c.GrantID, JobID: c.JobID, Site: c.Site, User: c.User, Owner: c.Owner,
 		Purpose: c.Purpose, Kind: c.Kind, Service: c.Service, IssuedAt: c.IssuedAt, Signature: signature,
-	}
+	}, nil
 }
 
 // Verify reports whether grant's signature is publicKey's over the

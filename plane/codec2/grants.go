@@ -98,8 +98,8 @@ func (c *Codec) authoredClaim(ctx context.Context, who *caller, req proto2.Claim
 	if len(jobs) == 0 {
 		return empty, nil
 	}
-	settle, prepared := c.authorAll(ctx, who, req.Capabilities, jobs)
-	current, err := c.settleWhileSigning(ctx, settle, prepared)
+	settle, grants := c.authorAll(ctx, who, req.Capabilities, jobs)
+	current, err := c.settle(ctx, settle)
 	if err != nil {
 		// The held jobs go back at their window as plain requeues; no
 		// grant is answered for a lease not confirmed current (G-R20).
@@ -110,26 +110,25 @@ func (c *Codec) authoredClaim(ctx context.Context, who *caller, req proto2.Claim
 			slog.String("runner_id", who.device.RunnerID), slog.String("error", err.Error()))
 		return empty, nil
 	}
-	empty.Jobs = answerGranted(jobs, current, prepared)
+	empty.Jobs = answerGranted(jobs, current, grants)
 	return empty, nil
 }
 
-// authorAll authors each claimed job in claim order, up to the signature
-// (admission.Author.Prepare), and sorts the leases for the settle;
-// prepared holds each granted lease's grant.
-func (c *Codec) authorAll(ctx context.Context, who *caller, caps []proto2.Capability, jobs []protocol.ClaimedStub) (store.SettleGrantsInput, map[string]*admission.Prepared) {
+// authorAll authors each claimed job in claim order and sorts the leases
+// for the settle; grants holds each granted lease's grant.
+func (c *Codec) authorAll(ctx context.Context, who *caller, caps []proto2.Capability, jobs []protocol.ClaimedStub) (store.SettleGrantsInput, map[string]*proto2.SignedGrant) {
 	g := c.opts.Grants
 	proj := c.env.Projection() // the projection in force when authoring (G-R5)
 	in := store.SettleGrantsInput{RunnerID: who.device.RunnerID, RetryAfterMs: RetryAfterMs}
-	prepared := map[string]*admission.Prepared{}
+	grants := map[string]*proto2.SignedGrant{}
 	for _, j := range jobs {
 		claim := admission.Claim{Stub: proto2.JobStub(j.JobStub), DeviceOwner: who.device.Owner, Capabilities: caps}
-		out := g.Author.Prepare(ctx, proj, claim, who.device.GrantKey, c.env.Clock.Now())
+		out := g.Author.Author(ctx, proj, claim, who.device.GrantKey, c.env.Clock.Now())
 		ref := protocol.LeaseRef{JobID: j.ID, LeaseID: j.Lease.ID}
 		switch {
-		case out.Decision.Granted:
+		case out.Grant != nil:
 			in.Granted = append(in.Granted, ref)
-			prepared[j.Lease.ID] = &out
+			grants[j.Lease.ID] = out.Grant
 		case out.Decision.Permanent():
 			in.Refused = append(in.Refused, ref)
 		default:
@@ -139,28 +138,9 @@ func (c *Codec) authorAll(ctx context.Context, who *caller, caps []proto2.Capabi
 			g.Decided(out.Decision)
 		}
 		c.log(ctx, slog.LevelDebug, "grants: decided", slog.String("job_id", j.ID), slog.String("runner_id", who.device.RunnerID),
-			slog.Bool("granted", out.Decision.Granted), slog.String("reason", string(out.Decision.Reason)), slog.Bool("permanent", out.Decision.Permanent()))
+			slog.Bool("granted", out.Grant != nil), slog.String("reason", string(out.Decision.Reason)), slog.Bool("permanent", out.Decision.Permanent()))
 	}
-	return in, prepared
-}
-
-// settleWhileSigning runs the settle and, while the store answers, signs
-// the prepared grants on another goroutine: the settle's round trip hides
-// the signatures. A prepared grant cannot fail to sign, so a lease the
-// settle lists has its grant; none is answered before the settle
-// confirms it (G-R20). The store is called from this goroutine, so a
-// panic in it reaches the request's recovery as any other does.
-func (c *Codec) settleWhileSigning(ctx context.Context, in store.SettleGrantsInput, prepared map[string]*admission.Prepared) ([]protocol.LeaseRef, error) {
-	signed := make(chan struct{})
-	go func() {
-		defer close(signed)
-		for _, p := range prepared {
-			p.Grant()
-		}
-	}()
-	current, err := c.settle(ctx, in)
-	<-signed
-	return current, err
+	return in, grants
 }
 
 // settle runs SettleGrants, once more if the store fails (G-R20).
@@ -175,15 +155,15 @@ func (c *Codec) settle(ctx context.Context, in store.SettleGrantsInput) ([]proto
 // answerGranted is the claim's answer (G-R19): the granted jobs the settle
 // confirmed current, in claim order, each the stored stub, its lease and
 // its grant last.
-func answerGranted(jobs []protocol.ClaimedStub, current []protocol.LeaseRef, prepared map[string]*admission.Prepared) []proto2.ClaimedStub {
+func answerGranted(jobs []protocol.ClaimedStub, current []protocol.LeaseRef, grants map[string]*proto2.SignedGrant) []proto2.ClaimedStub {
 	confirmed := map[string]bool{}
 	for _, l := range current {
 		confirmed[l.LeaseID] = true
 	}
 	out := []proto2.ClaimedStub{}
 	for _, j := range jobs {
-		if p := prepared[j.Lease.ID]; p != nil && confirmed[j.Lease.ID] {
-			out = append(out, proto2.ClaimedStub{JobStub: proto2.JobStub(j.JobStub), Lease: j.Lease, Grant: p.Grant()})
+		if grant := grants[j.Lease.ID]; grant != nil && confirmed[j.Lease.ID] {
+			out = append(out, proto2.ClaimedStub{JobStub: proto2.JobStub(j.JobStub), Lease: j.Lease, Grant: grant})
 		}
 	}
 	return out
