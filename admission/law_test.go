@@ -2,6 +2,7 @@ package admission
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,6 +49,9 @@ type lawCase struct {
 	claim   func(*Claim)
 	law     Law
 	want    Decision
+	// off is what the same claim gets with the owner's default off
+	// (--grant-own-default=false), for the rows that pin that default.
+	off Decision
 }
 
 func consentOf(f *projection.Fixture, owner string) *projection.ConsentRecord {
@@ -150,34 +154,71 @@ var declineCases = []lawCase{
 // work runs on the one service the claim offers for its kind. The
 // reference engine declines all of them unmapped.
 var ownDefaultCases = []lawCase{
-	{name: "one service for the kind is granted", law: on, fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
+	{name: "one service for the kind is granted", fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
 		claim: func(c *Claim) {
 			c.Stub = stubOf("bob")
 			c.Capabilities = []proto2.Capability{capability(gen, "llama", "private"), capability("llm.chat", "qwen", "private")}
-		}, want: granted("bob", "default", gen, "llama")},
-	{name: "two services for the kind are unmapped", law: on, fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
+		}, want: granted("bob", "default", gen, "llama"), off: decline(ReasonUnmapped)},
+	{name: "an explicit purpose falls back too, and is signed", fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
+		claim: func(c *Claim) {
+			c.Stub = stubOf("bob")
+			c.Stub.Purpose = "summarise"
+			c.Capabilities = []proto2.Capability{capability(gen, "echo", "team")}
+		}, want: granted("bob", "summarise", gen, "echo"), off: decline(ReasonUnmapped)},
+	{name: "two services for the kind are unmapped", fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
 		claim: func(c *Claim) {
 			c.Stub = stubOf("bob")
 			c.Capabilities = []proto2.Capability{capability(gen, "echo", "private"), capability(gen, "llama", "private")}
-		}, want: decline(ReasonUnmapped)},
-	{name: "with the flag off it is unmapped", fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
+		}, want: decline(ReasonUnmapped), off: decline(ReasonUnmapped)},
+	{name: "no service for the kind is unmapped", fixture: func(f *projection.Fixture) { withMappings(f, "bob") },
 		claim: func(c *Claim) {
 			c.Stub = stubOf("bob")
-			c.Capabilities = []proto2.Capability{capability(gen, "echo", "private")}
-		}, want: decline(ReasonUnmapped)},
-	{name: "a member's job gets no default", law: on, fixture: func(f *projection.Fixture) { withMappings(f, "alice") },
-		want: decline(ReasonUnmapped)},
-	{name: "a mapping wins over the default", law: on, claim: func(c *Claim) {
+			c.Capabilities = []proto2.Capability{capability("llm.chat", "echo", "private")}
+		}, want: decline(ReasonUnmapped), off: decline(ReasonUnmapped)},
+	{name: "a member's job gets no default", fixture: func(f *projection.Fixture) { withMappings(f, "alice") },
+		want: decline(ReasonUnmapped), off: decline(ReasonUnmapped)},
+	{name: "a mapping wins over the default", claim: func(c *Claim) {
 		c.Stub = stubOf("bob")
 		c.Capabilities = []proto2.Capability{capability(gen, "llama", "private"), capability("llm.generate", "echo", "private")}
-	}, want: granted("bob", "default", gen, "echo")},
-	{name: "a paused consent still declines first", law: on, fixture: func(f *projection.Fixture) {
+	}, want: granted("bob", "default", gen, "echo"), off: granted("bob", "default", gen, "echo")},
+	{name: "a paused consent still declines first", fixture: func(f *projection.Fixture) {
 		withMappings(f, "bob")
 		consentOf(f, "bob").Paused = true
-	}, claim: func(c *Claim) { c.Stub = stubOf("bob") }, want: decline(ReasonConsentPaused)},
+	}, claim: func(c *Claim) { c.Stub = stubOf("bob") }, want: decline(ReasonConsentPaused), off: decline(ReasonConsentPaused)},
+	{name: "no consent still declines first", fixture: func(f *projection.Fixture) { dropConsent(f, "bob") },
+		claim: func(c *Claim) { c.Stub = stubOf("bob") }, want: decline(ReasonNotConsented), off: decline(ReasonNotConsented)},
 }
 
-func TestGrants_OwnDefault(t *testing.T) { runLawCases(t, ownDefaultCases) }
+// The owner's default's rows, on (the default) and off.
+func TestGrants_OwnDefault(t *testing.T) {
+	t.Run("on", func(t *testing.T) { runLawCases(t, withLaw(ownDefaultCases, on, false)) })
+	t.Run("off", func(t *testing.T) { runLawCases(t, withLaw(ownDefaultCases, Law{}, true)) })
+}
+
+// Every other row of the law decides alike with the owner's default on
+// and off: the default touches nothing but the owner's unmapped work.
+func TestLawDecidesAlikeWithTheOwnDefaultOnOrOff(t *testing.T) {
+	for _, law := range []Law{{}, on} {
+		t.Run(fmt.Sprintf("OwnDefault=%v", law.OwnDefault), func(t *testing.T) {
+			runLawCases(t, withLaw(grantCases, law, false))
+			runLawCases(t, withLaw(declineCases, law, false))
+		})
+	}
+}
+
+// withLaw is cases decided by law, each expecting its off decision when
+// off is set.
+func withLaw(cases []lawCase, law Law, off bool) []lawCase {
+	out := make([]lawCase, len(cases))
+	for i, tc := range cases {
+		tc.law = law
+		if off {
+			tc.want = tc.off
+		}
+		out[i] = tc
+	}
+	return out
+}
 
 func TestLawDecides(t *testing.T) {
 	runLawCases(t, grantCases)

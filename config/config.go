@@ -95,6 +95,11 @@ type Config struct {
 	// GrantAuthor is an external grant author (grantauthor.go), beside or
 	// instead of the local keys.
 	GrantAuthor GrantAuthor
+	// GrantOwnDefault is G-R8's fallback for the owner's own unmapped
+	// work, from --grant-own-default (on unless set false, DG3): an own
+	// job with no mapping runs on the one service the claim offers for
+	// its kind. Without GrantKeyFiles it does nothing.
+	GrantOwnDefault bool
 }
 
 // Protocols says which wire protocols relayd serves.
@@ -216,6 +221,7 @@ func flagSet(c *Config) *flag.FlagSet {
 		return nil
 	})
 	grantAuthorFlags(fs, &c.GrantAuthor)
+	fs.BoolVar(&c.GrantOwnDefault, "grant-own-default", true, `protocol "2", with --grant-key-file: grant the owner's own job that no mapping names onto the one service the claim offers for its kind (none when two or more offer it); false declines it unmapped, as the reference control plane does`)
 	fs.DurationVar(&c.TestClockOffset, testClockOffsetFlag, 0, "TESTS ONLY: shift this process's own clock by this much")
 	fs.Func("valkey-addr", "Valkey address host:port; repeat or comma-separate for cluster seeds or sentinels", func(s string) error {
 		for _, a := range strings.Split(s, ",") {
@@ -376,6 +382,9 @@ func (c Config) validateV2() []error {
 	// does not serve it would sign nothing, which is a mistake to say.
 	if len(c.GrantKeyFiles) > 0 && !c.Protocols.V2 {
 		errs = append(errs, errors.New(`--grant-key-file needs protocol "2" (--protocols 2 or 0,2)`))
+	}
+	if !c.GrantOwnDefault && !c.Protocols.V2 {
+		errs = append(errs, errors.New(`--grant-own-default needs protocol "2" (--protocols 2 or 0,2)`))
 	}
 	if slices.Contains(c.GrantKeyFiles, "") {
 		errs = append(errs, errors.New("--grant-key-file names an empty path"))

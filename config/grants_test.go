@@ -39,3 +39,40 @@ func TestGrantKeyFileRefusals(t *testing.T) {
 	_, err = config.Load(append(append([]string{}, required...), "--grant-key-file", "/k.pem,"), env(nil))
 	require.ErrorContains(t, err, "--grant-key-file names an empty path")
 }
+
+// The owner's default (G-R8) is on unless set false, by the flag or its
+// twin (decision DG3).
+func TestGrantOwnDefaultIsOnUnlessSetFalse(t *testing.T) {
+	c, err := config.Load(required, env(nil))
+	require.NoError(t, err)
+	require.True(t, c.GrantOwnDefault, "on by default")
+
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		"the flag false":            {args: []string{"--grant-own-default=false"}, want: false},
+		"the flag true":             {args: []string{"--grant-own-default=true"}, want: true},
+		"the twin false":            {env: map[string]string{"RELAYD_GRANT_OWN_DEFAULT": "false"}, want: false},
+		"the flag wins over a twin": {args: []string{"--grant-own-default"}, env: map[string]string{"RELAYD_GRANT_OWN_DEFAULT": "false"}, want: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := config.Load(append(append([]string{}, required...), tc.args...), env(tc.env))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, c.GrantOwnDefault)
+		})
+	}
+
+	_, err = config.Load(required, env(map[string]string{"RELAYD_GRANT_OWN_DEFAULT": "maybe"}))
+	require.ErrorContains(t, err, "RELAYD_GRANT_OWN_DEFAULT")
+}
+
+// Setting a grant flag on a relay that does not serve "2" is a mistake to
+// say at start (G-R30), the owner's default included.
+func TestGrantOwnDefaultNeedsProtocolTwo(t *testing.T) {
+	_, err := config.Load(append(append([]string{}, required...), "--protocols", "0", "--grant-own-default=false"), env(nil))
+	require.ErrorContains(t, err, `--grant-own-default needs protocol "2"`)
+	_, err = config.Load(append(append([]string{}, required...), "--protocols", "0"), env(nil))
+	require.NoError(t, err, "left at its default it asks nothing of the protocols")
+}

@@ -13,9 +13,11 @@ package plane_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -23,7 +25,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/byollm/relayd/admission"
 	"github.com/byollm/relayd/internal/peer"
+	"github.com/byollm/relayd/projection"
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/protocol/proto2"
 	"github.com/byollm/relayd/store"
@@ -77,12 +81,15 @@ func TestClaimCost_EnrolledAgainstPlain(t *testing.T) {
 	if err != nil || pairs <= 0 {
 		t.Skip("a measurement: set RELAYD_CLAIM_COST=<pairs> to run it")
 	}
-	signer := newTestSigner(t)
-	mods := append(aliceOnBobsEcho(), enrolled("runner_bob", signer.grantKey(t)))
+	// Signed as production signs: with admission's own signer of a key
+	// file, whose signature the claim makes while the settle runs.
+	ring, key := fileKeyRing(t)
+	mods := append(aliceOnBobsEcho(), enrolled("runner_bob", key))
 	for _, sf := range storeFactories {
 		t.Run(sf.name, func(t *testing.T) {
 			counts := &grantCounts{}
-			opts := withGrants(t, signer, counts, mods...)
+			opts := withGrants(t, newTestSigner(t), counts, mods...)
+			opts.V2.Grants.Author.Keys = ring
 			timed := &timedStore{}
 			opts.WrapStore = func(s store.RoutingStore) store.RoutingStore {
 				timed.RoutingStore = s
@@ -104,6 +111,20 @@ func TestClaimCost_EnrolledAgainstPlain(t *testing.T) {
 				sf.name, timed.heldClaims.median(), timed.settles.median(), timed.plainClaims.median())
 		})
 	}
+}
+
+// fileKeyRing is a ring of one fresh key loaded from its file, as
+// --grant-key-file loads it, and the key as a device is enrolled with it.
+func fileKeyRing(t *testing.T) (*admission.KeyRing, projection.GrantKey) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "grant.pem")
+	half, err := admission.GenerateKeyFile(path, rand.Reader)
+	require.NoError(t, err)
+	ring, err := admission.LoadKeyRing([]string{path}, nil)
+	require.NoError(t, err)
+	key, err := projection.ParseGrantKey(half.PublicKey)
+	require.NoError(t, err)
+	return ring, key
 }
 
 // measureClaims enqueues one of alice's generate jobs at a time and has it

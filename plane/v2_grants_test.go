@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -380,6 +381,43 @@ func TestGrants_OwnDefault(t *testing.T) {
 	})
 }
 
+// G-R8 with --grant-own-default=false: the same unmapped own job is
+// declined unmapped, as the reference's law does, transiently (a 30 s
+// not-before for the runner, never listed to the site); a mapping added
+// then lets it run, and the owner's other devices were never barred.
+func TestGrants_OwnDefaultOff(t *testing.T) {
+	signer := newTestSigner(t)
+	for _, sf := range storeFactories {
+		t.Run(sf.name, func(t *testing.T) {
+			t.Parallel()
+			counts := &grantCounts{}
+			opts := withGrants(t, signer, counts, enrolled("runner_alice", signer.grantKey(t)))
+			opts.V2.Grants.Author.Law.OwnDefault = false
+			b := setup(t, sf.make, opts)
+			site := b.site2(t, "site", siteMain)
+			site.enqueued(t, site.stub2(t, "own", "alice"))
+			alice := b.device2(t, "alice")
+			require.Empty(t, decodeClaim(t, alice.claim(t, 8)), "no mapping and no owner's default")
+			require.Equal(t, []string{"unmapped"}, counts.reasons())
+			requireAnswer(t, site.get(t, "pending"), http.StatusOK, `{"jobs":[]}`)
+			j, ok, err := b.store.Job(b.ctx, siteMain, "own")
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, store.Queued, j.State)
+			require.Equal(t, b.storeNow(t)+codec2.RetryAfterMs, j.RetryAfter["runner_alice"])
+			require.Empty(t, j.RefusedBy, "unmapped is transient")
+
+			b.project(t, withMappings("alice", projection.Mapping{Purpose: "default", Kind: protocol.KindGenerate, Service: "echo"}))
+			b.advance(codec2.RetryAfterMs * time.Millisecond)
+			jobs := decodeClaim(t, alice.claim(t, 8))
+			require.Len(t, jobs, 1)
+			require.NotNil(t, jobs[0].Grant)
+			require.Equal(t, "echo", jobs[0].Grant.Service)
+			require.Equal(t, []string{"unmapped", "granted"}, counts.reasons())
+		})
+	}
+}
+
 // G-R15: a device enrolled with a key this replica does not hold is
 // offered nothing, its presence is still stamped, and the skip is counted
 // and warned of once.
@@ -510,6 +548,39 @@ func TestGrants_AdminListenerNamesTheKeys(t *testing.T) {
 		resp = b.raw(t, peer.RawRequest{BaseURL: b.adminURL, Method: http.MethodGet, Path: "/readyz"})
 		require.NotContains(t, string(resp.Body), "grants")
 	})
+}
+
+// /readyz's unsignable count reads the projection's per-key counts, not a
+// copy of its fixture: what it allocates does not grow with the fixture
+// (it copied every device, consent and roster on each call).
+func TestGrants_ReadinessDoesNotCopyTheFixture(t *testing.T) {
+	signer, stranger := newTestSigner(t), newTestSigner(t)
+	ring, err := admission.NewKeyRing(signer)
+	require.NoError(t, err)
+	g := &codec2.Grants{Author: admission.Author{Keys: ring}}
+	fixtureOf := func(n int) *projection.Projection {
+		f := &projection.Fixture{}
+		for i := range n {
+			identity := protocol.EncodeKey(bytes.Repeat([]byte{byte(i), byte(i >> 8), 1}, 11)[:32])
+			key := signer.grantKey(t)
+			if i%2 == 1 {
+				key = stranger.grantKey(t)
+			}
+			owner := fmt.Sprintf("owner-%d", i)
+			f.Devices = append(f.Devices, projection.DeviceRecord{Owner: owner, RunnerID: fmt.Sprintf("r%d", i),
+				Device: protocol.PublicIdentity{Identity: identity, Encryption: identity, EncryptionSig: "S"}, GrantKey: key})
+			f.Rosters = append(f.Rosters, projection.RosterRecord{ID: "team-" + owner, Owner: owner, Members: []string{"alice"}})
+		}
+		p, err := projection.New(f)
+		require.NoError(t, err)
+		return p
+	}
+	small, large := fixtureOf(2), fixtureOf(2000)
+	require.Equal(t, 1, g.Unsignable(small))
+	require.Equal(t, 1000, g.Unsignable(large))
+	smallAllocs := testing.AllocsPerRun(50, func() { g.Unsignable(small) })
+	largeAllocs := testing.AllocsPerRun(50, func() { g.Unsignable(large) })
+	require.Equal(t, smallAllocs, largeAllocs, "allocations per call, 2 and 2,000 device records")
 }
 
 // G-R57: the claim answer relayd sends an enrolled device, bytes as they

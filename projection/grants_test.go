@@ -235,3 +235,37 @@ func TestDuplicateMappingsAreLoggedAtLoad(t *testing.T) {
 	require.Equal(t, p.Hash(), src.Current().Hash())
 	require.Contains(t, logs.String(), `"warning":"consents[1].mappings[2] repeats`)
 }
+
+// Enrolments counts the device records per grant key once per projection:
+// each key once, in the order of its first record, revoked records
+// included, records without a key left out.
+func TestEnrolmentsCountRecordsPerGrantKey(t *testing.T) {
+	_, k1 := grantKeyOf(t, 7)
+	_, k2 := grantKeyOf(t, 8)
+	device := func(runner string, seed byte, k projection.GrantKey, revoked bool) projection.DeviceRecord {
+		return projection.DeviceRecord{Owner: "bob", RunnerID: runner, Device: newKey(seed).pub, GrantKey: k, Revoked: revoked}
+	}
+	p, err := projection.New(&projection.Fixture{Devices: []projection.DeviceRecord{
+		device("r1", 11, k2, false), device("r2", 12, projection.GrantKey{}, false), device("r3", 13, k1, false),
+		device("r4", 14, k2, true), device("r5", 15, k2, false),
+	}})
+	require.NoError(t, err)
+	type count struct {
+		key     projection.GrantKey
+		devices int
+	}
+	var got []count
+	for k, n := range p.Enrolments() {
+		got = append(got, count{k, n})
+	}
+	require.Equal(t, []count{{k2, 3}, {k1, 1}}, got)
+
+	for range p.Enrolments() {
+		break // stopping early is allowed
+	}
+	empty, err := projection.New(projection.Empty())
+	require.NoError(t, err)
+	for range empty.Enrolments() {
+		t.Fatal("an empty projection names no key")
+	}
+}

@@ -41,15 +41,18 @@ type Policy struct {
 func (p *Projection) PolicyFor(siteID, user, owner string) Policy {
 	pol := Policy{Consented: ConsentNo, Mappings: []Mapping{}}
 	_, pol.Member = p.members[owner][user]
-	c, ok := p.ConsentFor(user, siteID)
-	if !ok {
+	k := pair{user, siteID}
+	i, ok := p.consentByPair[k]
+	if _, revoked := p.revokedPairs[k]; revoked || !ok {
 		return pol
 	}
 	pol.Consented = ConsentYes
-	if c.Paused {
+	if p.f.Consents[i].Paused {
 		pol.Consented = ConsentPaused
 	}
-	pol.Mappings = c.Mappings.List()
+	// Decoded once per projection (build): a claim's policy read costs a
+	// copy, not a JSON decoding.
+	pol.Mappings = append(pol.Mappings, p.mappings[i]...)
 	return pol
 }
 

@@ -236,3 +236,18 @@ func TestPolicyFirstRecordAndSelfMembership(t *testing.T) {
 	got[0].Service = "changed"
 	require.Equal(t, "echo", p.PolicyFor(siteA, alice, bob).Mappings[0].Service, "the slice is the caller's")
 }
+
+// A policy read decodes nothing: the mappings were decoded when the
+// projection was built, and the read costs one copy, which is the
+// caller's to change.
+func TestPolicyReadCopiesTheMappingsDecodedAtLoad(t *testing.T) {
+	h := newPolicyHarness(t)
+	h.consent(siteA, alice, mapping, teammateMapping)
+	p, err := projection.New(&h.f)
+	require.NoError(t, err)
+	got := p.PolicyFor(siteA, alice, bob).Mappings
+	require.Equal(t, []projection.Mapping{mapping, teammateMapping}, got)
+	got[0].Service = "changed"
+	require.Equal(t, []projection.Mapping{mapping, teammateMapping}, p.PolicyFor(siteA, alice, bob).Mappings, "the caller's copy")
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { p.PolicyFor(siteA, alice, bob) }), "one allocation: the copy")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/byollm/relayd/protocol"
@@ -32,7 +33,16 @@ type Projection struct {
 	runnable         map[string][]string            // roster owner → ownersRunnableBy
 	runnableSet      map[string]map[string]struct{} // the same, as a set
 	members          map[string]map[string]struct{} // roster owner → listed members only
+	enrolments       []enrolment                    // each grantKey the device records name, first use first
+	mappings         [][]Mapping                    // each consent's mappings, decoded, by consent index
 	warnings         []string
+}
+
+// enrolment is one grant key the device records name, and how many of
+// them name it.
+type enrolment struct {
+	key     GrantKey
+	devices int
 }
 
 // pair is an (owner, site) key.
@@ -107,8 +117,11 @@ func build(f *Fixture, raw []byte) *Projection {
 			firstIndex(p.deviceByKeyID, id, i)
 		}
 	}
+	p.enrolments = enrolments(f.Devices)
+	p.mappings = make([][]Mapping, len(f.Consents))
 	for i, c := range f.Consents {
 		firstIndex(p.consentByPair, pair{c.Owner, c.SiteID}, i)
+		p.mappings[i] = c.Mappings.List()
 	}
 	for _, r := range f.Revoked {
 		p.revokedPairs[pair{r.Owner, r.SiteID}] = struct{}{}
@@ -135,6 +148,26 @@ func build(f *Fixture, raw []byte) *Projection {
 	return p
 }
 
+// enrolments counts the device records per grant key, keys in the order
+// of their first record.
+func enrolments(devices []DeviceRecord) []enrolment {
+	var out []enrolment
+	at := map[GrantKey]int{}
+	for _, d := range devices {
+		if d.GrantKey.IsZero() {
+			continue
+		}
+		i, ok := at[d.GrantKey]
+		if !ok {
+			i = len(out)
+			at[d.GrantKey] = i
+			out = append(out, enrolment{key: d.GrantKey})
+		}
+		out[i].devices++
+	}
+	return out
+}
+
 func firstIndex[K comparable](m map[K]int, k K, i int) {
 	if _, ok := m[k]; !ok {
 		m[k] = i
@@ -149,6 +182,20 @@ func (p *Projection) Hash() string { return p.hash }
 // Fixture returns a copy of the fixture behind the projection, for
 // diagnostics such as the debug page. Changing it changes nothing here.
 func (p *Projection) Fixture() *Fixture { return p.f.clone() }
+
+// Enrolments yields each grant key the device records name once, with how
+// many records (revoked ones included) name it, in the order of their
+// first record. It is counted once per projection, so /readyz reads it
+// without copying the fixture (grants.md G-R50).
+func (p *Projection) Enrolments() iter.Seq2[GrantKey, int] {
+	return func(yield func(GrantKey, int) bool) {
+		for _, e := range p.enrolments {
+			if !yield(e.key, e.devices) {
+				return
+			}
+		}
+	}
+}
 
 // SiteFor returns the first site registered under siteID.
 func (p *Projection) SiteFor(siteID string) (SiteRecord, bool) {

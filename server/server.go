@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger, hooks Hook
 		MaxBodyBytes: cfg.MaxBodyBytes, PublicDebug: cfg.PublicDebug, ObserveRequest: m.ObserveRequest, RequestStarted: m.RequestStarted,
 		Limits:      protocol.Limits{MaxListItems: cfg.MaxListItems, MaxCiphertextBytes: cfg.MaxCiphertextBytes},
 		RunnerLimit: ratelimit.Stored(b.RateLimit, cfg.RateLimit), SiteLimit: ratelimit.Stored(b.SiteRateLimit, cfg.SiteRateLimit), TrustForwardedFor: cfg.TrustForwardedFor,
-		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg, grantAuthor(ring, external, m)), AdminHosts: cfg.AdminHostNames(),
+		Protocols: plane.Protocols{V0: cfg.Protocols.V0, V2: cfg.Protocols.V2}, V2: v2Options(cfg, grantAuthor(ring, external, cfg.GrantOwnDefault, m)), AdminHosts: cfg.AdminHostNames(),
 	})
 	admin := plane.NewAdmin(relay)
 	admin.Mount("/metrics", m.Handler())
@@ -146,15 +146,15 @@ func v2Options(cfg config.Config, grants *codec2.Grants) codec2.Options {
 
 // grantAuthor is relayd's local grant author over ring beside the
 // external author, if any (G-R35), counted in m, or nil when neither is
-// configured: then every device keeps D4 (DG1). The owner's default is on
-// (DG3, G-R8).
-func grantAuthor(ring *admission.KeyRing, external *admission.External, m *metrics.Metrics) *codec2.Grants {
+// configured: then every device keeps D4 (DG1). The local author's
+// owner's default (G-R8) is --grant-own-default, on unless set false (DG3).
+func grantAuthor(ring *admission.KeyRing, external *admission.External, ownDefault bool, m *metrics.Metrics) *codec2.Grants {
 	if ring.Len() == 0 && external == nil {
 		return nil
 	}
 	authors := admission.Authors{Observe: m.GrantAuthored}
 	if ring.Len() > 0 {
-		authors.Local = admission.Author{Law: admission.Law{OwnDefault: true}, Keys: ring, Random: rand.Reader}
+		authors.Local = admission.Author{Law: admission.Law{OwnDefault: ownDefault}, Keys: ring, Random: rand.Reader}
 	}
 	if external != nil {
 		authors.External = external

@@ -1,6 +1,7 @@
 // Command relayd is the byollm blind relay: it routes sealed jobs between
 // sites and people's own machines, and can read none of them. See README.md.
-// `relayd approve` approves a pending device-code pairing (pairing/approvecmd).
+// `relayd approve` approves a pending device-code pairing (pairing/approvecmd);
+// `relayd grant-key generate` writes a fresh grant signing key (grantkey.go).
 package main
 
 import (
@@ -20,9 +21,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "approve" {
 		os.Exit(approvecmd.Run(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
 	}
-	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "-help") {
+	if len(os.Args) > 1 && os.Args[1] == "grant-key" {
+		os.Exit(runGrantKey(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && isHelp(os.Args[1]) {
 		config.Usage(os.Stdout)
-		fmt.Fprintln(os.Stdout, "\nrelayd approve --help describes the command that approves a pending pairing.")
+		fmt.Fprintln(os.Stdout, "\nrelayd approve --help describes the command that approves a pending pairing;")
+		fmt.Fprintln(os.Stdout, "relayd grant-key --help the one that writes a grant signing key.")
 		return
 	}
 	cfg, err := config.Load(os.Args[1:], os.Getenv)

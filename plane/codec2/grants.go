@@ -221,12 +221,13 @@ func (g *Grants) Keys() []GrantKey {
 }
 
 // Unsignable counts p's device records enrolled with a key the author does
-// not hold: devices the key guard offers nothing (G-R15, G-R50).
+// not hold: devices the key guard offers nothing (G-R15, G-R50). It reads
+// the projection's per-key counts, never a copy of its fixture.
 func (g *Grants) Unsignable(p *projection.Projection) int {
 	n := 0
-	for _, d := range p.Fixture().Devices {
-		if !d.GrantKey.IsZero() && g.PublicKeyFor(d.GrantKey) == "" {
-			n++
+	for k, devices := range p.Enrolments() {
+		if g.PublicKeyFor(k) == "" {
+			n += devices
 		}
 	}
 	return n

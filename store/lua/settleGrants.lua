@@ -9,8 +9,11 @@
 --       the granted, the refused, then the returned.
 -- Reply: {'ok', (job id, lease id) of each granted grant still current, in
 -- request order...}.
--- Re-run: the answer is remembered (answer_once); unremembered, a re-run
--- would answer alike for the granted, which stay current.
+-- Re-run: answers alike and keeps no memo. A granted job is no longer held,
+-- so it is answered again while current and its window is not restarted;
+-- a refused or returned one was requeued, so its lease is no longer this
+-- runner's current grant and nothing is done (a refused runner cannot
+-- claim it again, a returned one not before the delay).
 local now = clock_now()
 local runner, delay = ARGV[1], tonumber(ARGV[2])
 local granted, refused = tonumber(ARGV[3]), tonumber(ARGV[4])

@@ -22,7 +22,7 @@ import (
 // writes, the device identity for a pairing start. Reads are not
 // remembered, nor are the writes in answersAlike.
 var memoCaller = map[store.Op]string{
-	store.OpClaim: "r", store.OpSettleGrants: "r", store.OpRenew: "r", store.OpPair: "r", store.OpTouch: "r",
+	store.OpClaim: "r", store.OpRenew: "r", store.OpPair: "r", store.OpTouch: "r",
 	store.OpResult: "r", store.OpRelease: "r", store.OpCancelRequests: "r", store.OpHeartbeat: "r",
 	store.OpPayload: "s", store.OpEnqueue: "s", store.OpCancel: "s",
 	store.OpStartPairing: "p",
@@ -50,9 +50,12 @@ const memoBytes = 64 << 10
 // the lookups of pending codes change nothing but judge expiry. A sweep
 // has no caller to keep a memo for, and its answer only feeds logs and
 // metrics: a retried sweep answers what is due by then. Storing a claim's
-// route list again stores the same set.
+// route list again stores the same set. A re-run settle finds its granted
+// jobs unheld and answers them again, and its released ones no longer
+// held by the runner under those leases, so it acts on nothing
+// (settleGrants.lua); a memo would cost it half its time.
 var answersAlike = []store.Op{store.OpFetch, store.OpDropPairing, store.OpApprovePairing, store.OpSweep,
-	store.OpPairingByDeviceCode, store.OpPairingByUserCode, opRoutes}
+	store.OpPairingByDeviceCode, store.OpPairingByUserCode, opRoutes, store.OpSettleGrants}
 
 // neverResent are the writes valkey-go never re-sends after a lost reply
 // (their scripts are not retryable): a limiter's charge, whose caller is

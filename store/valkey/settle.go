@@ -10,7 +10,8 @@ import (
 )
 
 // SettleGrants implements store.RoutingStore: one settleGrants script for
-// the whole claim, remembered for a retry after a lost reply.
+// the whole claim. It keeps no memo: a retry after a lost reply answers
+// alike from the state the first run left (answersAlike).
 func (s *Store) SettleGrants(ctx context.Context, in store.SettleGrantsInput) ([]protocol.LeaseRef, error) {
 	args := make([]string, 0, 4+2*(len(in.Granted)+len(in.Refused)+len(in.Returned)))
 	args = append(args, in.RunnerID, strconv.FormatInt(max(in.RetryAfterMs, 0), 10),
@@ -20,7 +21,7 @@ func (s *Store) SettleGrants(ctx context.Context, in store.SettleGrantsInput) ([
 			args = append(args, l.JobID, l.LeaseID)
 		}
 	}
-	parts, err := s.execWrite(ctx, s.newWrite(store.OpSettleGrants, in.RunnerID, args...))
+	parts, err := s.execWrite(ctx, s.newCall(store.OpSettleGrants, args...))
 	if err != nil {
 		return nil, err
 	}
