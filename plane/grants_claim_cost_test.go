@@ -89,7 +89,7 @@ func TestClaimCost_EnrolledAgainstPlain(t *testing.T) {
 		t.Run(sf.name, func(t *testing.T) {
 			counts := &grantCounts{}
 			opts := withGrants(t, newTestSigner(t), counts, mods...)
-			opts.V2.Grants.Author.Keys = ring
+			opts.V2.Grants.Author = admission.Author{Law: admission.Law{OwnDefault: true}, Keys: ring, Random: rand.Reader}
 			timed := &timedStore{}
 			opts.WrapStore = func(s store.RoutingStore) store.RoutingStore {
 				timed.RoutingStore = s

@@ -392,7 +392,9 @@ func TestGrants_OwnDefaultOff(t *testing.T) {
 			t.Parallel()
 			counts := &grantCounts{}
 			opts := withGrants(t, signer, counts, enrolled("runner_alice", signer.grantKey(t)))
-			opts.V2.Grants.Author.Law.OwnDefault = false
+			author := opts.V2.Grants.Author.(admission.Author)
+			author.Law.OwnDefault = false
+			opts.V2.Grants.Author = author
 			b := setup(t, sf.make, opts)
 			site := b.site2(t, "site", siteMain)
 			site.enqueued(t, site.stub2(t, "own", "alice"))
