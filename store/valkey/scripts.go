@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/valkey-io/valkey-go"
-
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/lua"
 )
@@ -30,7 +28,10 @@ var luaFiles = lua.Files
 // script is one operation ready to run.
 type script struct {
 	op store.Op
-	// source is the whole script: key header, definitions, operation.
+	// source is the whole script as one EVAL would run it: key header,
+	// definitions, operation. The store calls the operation's function in
+	// the library instead (functions.go); source is what that function
+	// runs, with the definitions it uses, for tests and measurements.
 	source string
 	// readOnly scripts change nothing and run as EVALSHA_RO.
 	readOnly bool
@@ -39,12 +40,17 @@ type script struct {
 	// keeps the first answer in the caller's memo, so that re-running the
 	// call with the same arguments returns it and changes nothing.
 	remembers bool
-	run       *valkey.Lua
+	// bindings is the part of source's header that binds K and the
+	// operation's other inputs, and code the operation as it runs after
+	// the definitions: the library's function of op is made of the two
+	// (functions.go).
+	bindings, code string
+	run            executor
 	// once is run for a charged call of an admitting write that keeps no
 	// memo (fetch): valkey-go never re-sends it, since a re-run after a
 	// lost reply would spend a second request; the caller retries, and
 	// the re-run answers alike.
-	once *valkey.Lua
+	once executor
 }
 
 func isReadOnly(op store.Op) bool {
@@ -187,6 +193,7 @@ func buildScripts(testClock bool) (map[store.Op]*script, error) {
 		}
 		out[op] = sc
 	}
+	buildLibrary(defs, out)
 	return out, nil
 }
 
@@ -230,6 +237,8 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	if isAdmitting(op) {
 		b.WriteString(admitHeader)
 	}
+	sc.bindings = strings.TrimPrefix(b.String(), "-- relayd script: "+string(op)+"\n")
+	sc.code = code
 	for _, d := range helpersFor(defs, code) {
 		b.WriteString(d.text)
 	}
@@ -240,17 +249,17 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	case isListing(op), op == opBucket:
 		// The bucket too: a retry after a lost reply would take a second
 		// request, where a refusal costs the caller one retry.
-		// EVALSHA without the read-only flag or the retryable tag is the
+		// FCALL without the read-only flag or the retryable tag is the
 		// one script call valkey-go never re-sends by itself.
-		sc.run = valkey.NewLuaScript(sc.source)
+		sc.run = newFcall(op, callPlain)
 	case sc.readOnly:
-		sc.run = valkey.NewLuaScriptReadOnly(sc.source)
+		sc.run = newFcall(op, callReadOnly)
 	default:
 		// Retryable: every write script is safe to re-run with the same
 		// arguments, which is what a retry after a lost reply is.
-		sc.run = valkey.NewLuaScriptRetryable(sc.source)
+		sc.run = newFcall(op, callRetryable)
 		if isAdmitting(op) && !sc.remembers {
-			sc.once = valkey.NewLuaScript(sc.source)
+			sc.once = newFcall(op, callPlain)
 		}
 	}
 	return sc, nil

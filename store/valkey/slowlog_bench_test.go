@@ -2,8 +2,6 @@ package valkey
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -168,13 +166,12 @@ func claimRace(b *testing.B, s store.RoutingStore) {
 	wg.Wait()
 }
 
-// scriptNames maps each script's SHA1, as EVALSHA names it, to its
+// scriptNames maps each script's function, as FCALL names it, to its
 // operation, so a slow entry says which script it was.
 func scriptNames(s *Store) map[string]string {
 	names := make(map[string]string, len(s.scripts))
 	for op, sc := range s.scripts {
-		sum := sha1.Sum([]byte(sc.source))
-		names[hex.EncodeToString(sum[:])] = string(op)
+		names[sc.function()] = string(op)
 	}
 	return names
 }
