@@ -172,17 +172,9 @@ func loadScripts() (map[store.Op]*script, error) {
 // buildScripts builds every operation's script; testClock swaps in the
 // clock_now of testclock.lua, which obeys the test clock lever.
 func buildScripts(testClock bool) (map[store.Op]*script, error) {
-	schema, err := schemaLua()
+	defs, err := scriptDefs(testClock)
 	if err != nil {
-		return nil, fmt.Errorf("valkey store: schema: %w", err)
-	}
-	common, err := lua.Shared()
-	if err != nil {
-		return nil, fmt.Errorf("valkey store: reading shared helpers: %w", err)
-	}
-	defs := append(splitHelpers(schema), splitHelpers(common)...)
-	if testClock {
-		defs = withTestClock(defs)
+		return nil, err
 	}
 	keys := declaredKeys(testClock)
 	out := map[store.Op]*script{}
@@ -195,6 +187,24 @@ func buildScripts(testClock bool) (map[store.Op]*script, error) {
 	}
 	buildLibrary(defs, out)
 	return out, nil
+}
+
+// scriptDefs are the schema's and the shared helpers' definitions, with
+// the test clock's (testClock) or TIME alone.
+func scriptDefs(testClock bool) ([]helper, error) {
+	schema, err := schemaLua()
+	if err != nil {
+		return nil, fmt.Errorf("valkey store: schema: %w", err)
+	}
+	common, err := lua.Shared()
+	if err != nil {
+		return nil, fmt.Errorf("valkey store: reading shared helpers: %w", err)
+	}
+	defs := append(splitHelpers(schema), splitHelpers(common)...)
+	if testClock {
+		defs = withTestClock(defs)
+	}
+	return defs, nil
 }
 
 // loadScript builds one operation's script from its file and the shared
