@@ -12,9 +12,12 @@ import (
 
 // The scripts live in store/lua, one file per operation named by its store.Op,
 // beside common/, the sections of the helpers they share (lua.Shared). Each
-// is served whole: a header that binds the keys it receives, the schema
+// is built whole: a header that binds the keys it receives, the schema
 // definitions and the shared helpers it uses, then the operation itself, so every rule
-// is written once and every operation is one atomic call.
+// is written once and every operation is one atomic call. The store runs
+// them as the functions of one library (functions.go), which defines the
+// schema and helpers once and runs each operation's header and code per
+// call.
 //
 // Every script receives the keys of scriptKeys (less the test clock lever
 // on a production store: declaredKeys), in that order and under the
@@ -322,8 +325,8 @@ func splitHelpers(common string) []helper {
 
 // helpersFor returns the definitions of all that an operation uses,
 // directly or through other definitions, in their order in all (Lua
-// locals must be defined before use). A script that runs less code to set
-// itself up runs faster: every definition is executed on every call.
+// locals must be defined before use): what an operation's source includes,
+// and, over every operation, what the library defines (functions.go).
 func helpersFor(all []helper, body string) []helper {
 	defined := map[string]int{}
 	for i, h := range all {
