@@ -102,3 +102,35 @@ func mustScripts(t *testing.T) map[store.Op]*script {
 	require.NoError(t, err)
 	return scripts
 }
+
+// Each operation is sent as its EVALSHA was, so valkey-go re-sends the
+// same calls by itself after a lost reply: reads (FCALL_RO, as
+// EVALSHA_RO), and writes tagged retryable; never a listing, the
+// limiter's bucket, nor the charged call of a fetch.
+func TestCallsAreSentAsTheirScriptsWere(t *testing.T) {
+	client := valkeytest.Start(t).Client(t)
+	scripts := mustScripts(t)
+	for _, op := range scripted() {
+		sc := scripts[op]
+		cmd := sc.run.(*fcall).command(client, []string{"k"}, []string{"a"})
+		name := cmd.Commands()[0]
+		switch {
+		case isListing(op), op == opBucket:
+			require.Equal(t, "FCALL", name, op)
+			require.False(t, cmd.IsRetryable(), "%s is never re-sent by valkey-go", op)
+		case sc.readOnly:
+			require.Equal(t, "FCALL_RO", name, op)
+			require.True(t, cmd.IsReadOnly(), "%s is re-sent as a read", op)
+		default:
+			require.Equal(t, "FCALL", name, op)
+			require.True(t, cmd.IsRetryable(), "%s is re-sent as a retryable write", op)
+			require.False(t, cmd.IsReadOnly(), op)
+		}
+		if sc.once != nil {
+			once := sc.once.(*fcall).command(client, nil, nil)
+			require.False(t, once.IsRetryable(), "%s charged is never re-sent by valkey-go", op)
+			require.Equal(t, sc.run.(*fcall).name, sc.once.(*fcall).name)
+		}
+	}
+	require.NotNil(t, scripts[store.OpFetch].once, "a charged fetch has its own call")
+}

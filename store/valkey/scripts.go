@@ -36,7 +36,8 @@ type script struct {
 	// the library instead (functions.go); source is what that function
 	// runs, with the definitions it uses, for tests and measurements.
 	source string
-	// readOnly scripts change nothing and run as EVALSHA_RO.
+	// readOnly scripts change nothing: their functions carry the no-writes
+	// flag, and most are called with FCALL_RO (not the listings).
 	readOnly bool
 	// remembers marks a write whose answer a re-run could not give again
 	// from the state the first run left. It runs inside answer_once, which
