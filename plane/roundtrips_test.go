@@ -100,7 +100,7 @@ func commandCounter(t *testing.T, srv *valkeytest.Server) func(do func()) int {
 		n := 0
 		for _, line := range strings.Split(info, "\n") {
 			name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
-			if !ok || !strings.HasPrefix(name, "eval") {
+			if !ok || !strings.HasPrefix(name, "eval") && !strings.HasPrefix(name, "fcall") {
 				continue
 			}
 			calls, _, _ := strings.Cut(rest, ",")

@@ -33,7 +33,7 @@ type OpCost struct {
 	// ("evalsha", "hget", ...), scripts' inner calls included.
 	Commands map[string]float64 `json:"commandsPerCall"`
 	// MicrosPerCall is the server's usec per call of the operation's
-	// outer commands (EVALSHA and any plain command the store sends),
+	// outer commands (EVALSHA or FCALL, and any plain command the store sends),
 	// from commandstats: wall time, so noisy on a loaded machine.
 	MicrosPerCall float64 `json:"usecPerCall"`
 	// InstructionsPerCall is callgrind's total for the batch over Calls:
@@ -332,7 +332,7 @@ func parseCommandStats(info string) map[string]commandStat {
 
 // perCall turns a batch's command counts into counts per call, leaving out
 // the measurement's own commands, and sums the server time of the outer
-// commands: a script's EVALSHA, whose time includes its inner calls
+// commands: a script's EVALSHA or FCALL, whose time includes its inner calls
 // (which commandstats also counts apart), or else every command.
 func perCall(stats map[string]commandStat, calls int) (map[string]float64, float64) {
 	per := map[string]float64{}
@@ -343,7 +343,7 @@ func perCall(stats map[string]commandStat, calls int) (map[string]float64, float
 		}
 		per[name] = float64(s.calls) / float64(calls)
 		all += s.usec
-		if strings.HasPrefix(name, "eval") { // evalsha, evalsha_ro, eval, eval_ro
+		if strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall") { // evalsha(_ro), eval(_ro), fcall(_ro)
 			scripts += s.usec
 		}
 	}

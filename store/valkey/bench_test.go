@@ -2,8 +2,6 @@ package valkey
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -63,7 +61,7 @@ func fillProto(b testing.TB, s *Store, p store.Proto, tag, owner string, from, t
 			}
 			execs = append(execs, valkey.LuaExec{Keys: c.keys, Args: c.args})
 		}
-		for _, r := range s.scripts[store.OpEnqueue].run.ExecMulti(ctx, s.client, execs...) {
+		for _, r := range s.scripts[store.OpEnqueue].run.(*fcall).ExecMulti(ctx, s.client, execs...) {
 			if err := r.Error(); err != nil {
 				b.Fatal(err)
 			}
@@ -442,8 +440,7 @@ func BenchmarkBoundedEmptyClaim(b *testing.B) {
 // SLOWLOG kept since startSlowlog, in µs, sorted.
 func scriptDurations(b *testing.B, s *Store, op store.Op) []int64 {
 	b.Helper()
-	sum := sha1.Sum([]byte(s.scripts[op].source))
-	sha := hex.EncodeToString(sum[:])
+	name := s.scripts[op].function()
 	entries, err := s.client.Do(context.Background(), s.client.B().SlowlogGet().Count(-1).Build()).ToArray()
 	if err != nil {
 		b.Fatal(err)
@@ -455,7 +452,7 @@ func scriptDurations(b *testing.B, s *Store, op store.Op) []int64 {
 			b.Fatal("malformed SLOWLOG entry")
 		}
 		args, _ := f[3].AsStrSlice()
-		if len(args) > 1 && strings.EqualFold(args[0], "evalsha") && args[1] == sha {
+		if len(args) > 1 && strings.EqualFold(args[0], "fcall") && args[1] == name {
 			us, _ := f[2].AsInt64()
 			out = append(out, us)
 		}

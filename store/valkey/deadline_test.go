@@ -75,7 +75,7 @@ func commandCounts(t *testing.T, c valkey.Client) map[string]int {
 
 // Issue 12 finding 8: a readiness probe loaded all the scripts on every
 // node each time. Ping now sends exactly one PING; the scripts are loaded
-// once, by New (or LoadScripts), and again only on NOSCRIPT.
+// once, by New (or LoadScripts), and again only when a function is missing.
 func TestReadinessPingSendsOneCommand(t *testing.T) {
 	srv := valkeytest.Start(t)
 	s, err := NewFromClient(quietClient(t, srv.Addr), valkeytest.Prefix(t))
@@ -92,7 +92,7 @@ func TestReadinessPingSendsOneCommand(t *testing.T) {
 
 	require.NoError(t, observer.Do(t.Context(), observer.B().ConfigResetstat().Build()).Error())
 	require.NoError(t, s.LoadScripts(t.Context()))
-	require.Equal(t, map[string]int{"script|load": len(scripted())}, commandCounts(t, observer), "what a probe used to cost, and now only the start does")
+	require.Equal(t, map[string]int{"function|load": 1}, commandCounts(t, observer), "what a probe used to cost, and now only the start does")
 }
 
 // With the server frozen, concurrent callers each get an error (never a

@@ -9,26 +9,25 @@
 // The scripts live in store/lua, one file per operation named by its store.Op,
 // with the helpers they share in sections under store/lua/common. The record schema (field
 // positions, states, refusal codes, the record format) is written once,
-// in schema.go; the loader generates its Lua definitions into each
-// script's header, with the key bindings and only the helpers the script
-// uses.
+// in schema.go; the loader generates its Lua definitions into the
+// library's top level, before the helpers, and each operation's function
+// binds its keys at entry.
 //
-// # Scripts, not Functions
+// # One Functions library per build
 //
-// The scripts are sent as EVALSHA, falling back to EVAL on NOSCRIPT, rather
-// than loaded once as a Valkey Functions library (FUNCTION LOAD, FCALL).
-// Functions would save the per-call cost of defining a script's helpers
-// (a few microseconds of server time; see docs/performance.md) and do
-// replicate to replicas. But a library is server state that someone must
-// manage: it must be loaded on every primary, including a cluster node that
-// takes over the slot later or a server restored without it; a rolling
-// upgrade runs two relay versions at once, so the library name must carry
-// its version and old versions must be deleted by someone. A script needs
-// none of that: its digest is its version, and a server that lacks it
-// (after a restart, a failover to a replica that never saw it, a reshard,
-// SCRIPT FLUSH) is given it by the client within the same call. Both work
-// on Redis 7.0, so support does not decide it; operating nothing does.
-// Helper pruning keeps the per-call cost Functions would save small.
+// The scripts are not sent one by one but loaded as one Valkey Functions
+// library (FUNCTION LOAD; functions.go) in which each operation is a
+// function, called by FCALL or FCALL_RO: the helpers are then defined once
+// per load, not again on every call, which was about a fifth of a job's
+// server time (docs/performance.md). A library is server state, managed
+// here: its name and its functions' names carry a digest of its text, so
+// two relay versions of a rolling upgrade each load and call their own;
+// it is loaded on every node at open, and again by the first call that
+// finds its function missing (a server restored or restarted without it,
+// a node that took a slot over, FUNCTION FLUSH), which is then sent again.
+// Replicas get it from their primary. An operator deletes the libraries
+// of versions no longer running (docs/operations.md). Redis 7.0 has
+// Functions too.
 //
 // Jobs are keyed by (site, id), since two sites may use one id, and tagged
 // with the protocol they were enqueued under; each protocol has its own

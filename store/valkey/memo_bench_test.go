@@ -49,7 +49,7 @@ func BenchmarkRememberedAnswers(b *testing.B) {
 	b.ReportMetric(float64(bytes), "answer-bytes")
 	b.ReportMetric(float64(bytes)/float64(b.N), "answer-B/call")
 	b.ReportMetric(float64(delta), "used_memory-delta")
-	b.ReportMetric(serverUsecPerCall(b, client, "evalsha"), "server-µs/claim")
+	b.ReportMetric(serverUsecPerCall(b, client, "fcall"), "server-µs/claim")
 }
 
 // serverUsecPerCall reads a command's mean server time from INFO

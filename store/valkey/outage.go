@@ -55,8 +55,8 @@ import (
 // valkey-go re-sends a retryable command itself first (Options.MaxRetries,
 // about 120 ms in all), which covers a dropped connection to a live server;
 // this loop covers the rest of the outage, and the calls valkey-go never
-// re-sends. NOSCRIPT needs nothing here: valkey-go's Lua answers it by
-// sending the script with EVAL. BUSY (a script running past
+// re-sends. A missing function needs nothing here: the call loads its
+// library and is sent again (fcall in functions.go). BUSY (a script running past
 // busy-reply-threshold, 5 s by default) is not retried: it lasts longer
 // than any store deadline.
 //

@@ -258,9 +258,11 @@ func TestCallsRideOutLoading(t *testing.T) {
 }
 
 // A failover: the store's address is a replica until it is promoted. A
-// write meanwhile is answered READONLY (a replica of a live primary) or
-// MASTERDOWN (one whose primary is gone and that serves no stale data);
-// it is retried, and runs once the replica is promoted.
+// write meanwhile is answered READONLY, and a read on a replica whose
+// primary is gone and that serves no stale data MASTERDOWN; each is
+// retried, and runs once the replica is promoted. (A write function is
+// refused READONLY on such a replica too: the server checks a function's
+// write flag before its staleness, where an EVAL script met MASTERDOWN.)
 func TestCallsRideOutAFailover(t *testing.T) {
 	for _, tc := range []struct {
 		name, cause  string
@@ -303,11 +305,23 @@ func TestCallsRideOutAFailover(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			var got []protocol.ClaimedStub
-			err = duringOutage(t, log, func() (err error) {
+			claim := func() (err error) {
 				got, err = s.Claim(ctx, claimInput("r1", 1))
 				return err
-			}, func() { do("REPLICAOF", "NO", "ONE") })
-			require.NoError(t, err, "the write runs on the promoted replica")
+			}
+			call := claim
+			if !tc.primaryAlive {
+				call = func() error {
+					_, ok, err := s.Job(ctx, testSite, "failed-over")
+					require.True(t, err != nil || ok, "the read found the job")
+					return err
+				}
+			}
+			err = duringOutage(t, log, call, func() { do("REPLICAOF", "NO", "ONE") })
+			require.NoError(t, err, "the call runs on the promoted replica")
+			if !tc.primaryAlive {
+				require.NoError(t, claim(), "the write runs on the promoted replica")
+			}
 			require.Len(t, got, 1)
 			require.Equal(t, "failed-over", got[0].ID)
 			causes := log.take()

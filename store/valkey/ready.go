@@ -3,12 +3,14 @@ package valkey
 import (
 	"context"
 	"fmt"
+
+	"github.com/byollm/relayd/store"
 )
 
 // Ping sends one PING: the cheap check a readiness probe makes every few
-// seconds. It loads nothing; New loads the scripts once, and a server that
-// lost them (a restart, a failover, SCRIPT FLUSH) gets each again on its
-// first NOSCRIPT, from the call that needs it.
+// seconds. It loads nothing; New loads the library of scripts once, and a
+// server that lost it (a restart without persistence, FUNCTION FLUSH)
+// gets it again from the first call that misses its function.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.client.Do(ctx, s.client.B().Ping().Build()).Error(); err != nil {
 		return fmt.Errorf("valkey store: ping: %w", err)
@@ -16,21 +18,15 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// LoadScripts loads every script on every node and checks each loads under
-// the digest it will be called by, so a start fails on a server that
-// refuses or mangles a script rather than at a first call.
+// LoadScripts loads the store's library of scripts on every node
+// (functions.go), so a start fails on a server that refuses it rather
+// than at a first call.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	for addr, node := range s.client.Nodes() {
-		for _, op := range scripted() {
-			sc := s.scripts[op]
-			sha, err := node.Do(ctx, node.B().ScriptLoad().Script(sc.source).Build()).ToString()
-			if err != nil {
-				return fmt.Errorf("valkey store: loading script %s on %s: %w", op, addr, err)
-			}
-			if want := digest(sc.source); sha != want {
-				return fmt.Errorf("valkey store: script %s loaded on %s as %s, want %s", op, addr, sha, want)
-			}
-		}
-	}
-	return nil
+	lib := libraryOf(s.scripts)
+	return lib.reload(ctx, s.client, lib.loads.Load())
+}
+
+// libraryOf is the library that the scripts of one build call.
+func libraryOf(scripts map[store.Op]*script) *library {
+	return scripts[store.OpNow].run.(*fcall).lib
 }

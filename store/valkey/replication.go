@@ -2,8 +2,6 @@ package valkey
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -19,7 +17,7 @@ import (
 // a state without the writes still in flight. For relayd those are
 // acknowledged claims (a job then granted again to another device while
 // the first runs it), enqueues and results (docs/replicas.md, "Failover",
-// measured). With Options.WaitReplicas set, every write script is followed
+// measured). With Options.WaitReplicas set, every write function is followed
 // on the same connection by WAIT: the call answers only once that many
 // replicas confirmed it, and a write they did not confirm within
 // WaitTimeout is reported as an outage the caller may retry. A retry runs
@@ -57,13 +55,13 @@ func (r replication) waitsFor(sc *script) bool {
 	return r.replicas > 0 && !sc.readOnly && sc.op != opBucket
 }
 
-// runReplicated runs c's script and WAIT on one dedicated connection, so
-// that WAIT counts the replicas that have this script's writes.
-func (s *Store) runReplicated(ctx context.Context, sc *script, c call) (valkey.ValkeyMessage, error) {
+// runReplicated runs c's function and WAIT on one dedicated connection,
+// so that WAIT counts the replicas that have this function's writes.
+func (s *Store) runReplicated(ctx context.Context, run executor, c call) (valkey.ValkeyMessage, error) {
 	var msg valkey.ValkeyMessage
 	var runErr error
 	err := s.client.Dedicated(func(dc valkey.DedicatedClient) error {
-		msg, runErr = evalOn(ctx, dc, sc, c)
+		msg, runErr = s.callOn(ctx, dc, run, c)
 		if runErr != nil {
 			return nil
 		}
@@ -86,14 +84,21 @@ func (s *Store) runReplicated(ctx context.Context, sc *script, c call) (valkey.V
 	return msg, nil
 }
 
-// evalOn sends the script by its SHA-1, and whole when the server does not
-// have it (NOSCRIPT), on dc.
-func evalOn(ctx context.Context, dc valkey.DedicatedClient, sc *script, c call) (valkey.ValkeyMessage, error) {
-	sum := sha1.Sum([]byte(sc.source))
-	n := int64(len(c.keys))
-	msg, err := dc.Do(ctx, dc.B().Evalsha().Sha1(hex.EncodeToString(sum[:])).Numkeys(n).Key(c.keys...).Arg(c.args...).Build()).ToMessage()
-	if verr, ok := valkey.IsValkeyErr(err); ok && verr.IsNoScript() {
-		msg, err = dc.Do(ctx, dc.B().Eval().Script(sc.source).Numkeys(n).Key(c.keys...).Arg(c.args...).Build()).ToMessage()
+// callOn sends c's function on dc, loading the library (through the
+// store's client, on every node) and sending it again when the server
+// does not have it.
+func (s *Store) callOn(ctx context.Context, dc valkey.DedicatedClient, run executor, c call) (valkey.ValkeyMessage, error) {
+	f, ok := run.(*fcall)
+	if !ok {
+		return valkey.ValkeyMessage{}, fmt.Errorf("valkey store: %s: no function to call", c.op)
+	}
+	seen := f.lib.loads.Load()
+	msg, err := dc.Do(ctx, f.command(dc.B(), c.keys, c.args)).ToMessage()
+	if isMissingFunction(err) {
+		if err := f.lib.reload(ctx, s.client, seen); err != nil {
+			return msg, err
+		}
+		msg, err = dc.Do(ctx, f.command(dc.B(), c.keys, c.args)).ToMessage()
 	}
 	return msg, err
 }

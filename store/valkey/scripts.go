@@ -6,17 +6,18 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/valkey-io/valkey-go"
-
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/lua"
 )
 
 // The scripts live in store/lua, one file per operation named by its store.Op,
 // beside common/, the sections of the helpers they share (lua.Shared). Each
-// is served whole: a header that binds the keys it receives, the schema
+// is built whole: a header that binds the keys it receives, the schema
 // definitions and the shared helpers it uses, then the operation itself, so every rule
-// is written once and every operation is one atomic call.
+// is written once and every operation is one atomic call. The store runs
+// them as the functions of one library (functions.go), which defines the
+// schema and helpers once and runs each operation's header and code per
+// call.
 //
 // Every script receives the keys of scriptKeys (less the test clock lever
 // on a production store: declaredKeys), in that order and under the
@@ -30,21 +31,30 @@ var luaFiles = lua.Files
 // script is one operation ready to run.
 type script struct {
 	op store.Op
-	// source is the whole script: key header, definitions, operation.
+	// source is the whole script as one EVAL would run it: key header,
+	// definitions, operation. The store calls the operation's function in
+	// the library instead (functions.go); source is what that function
+	// runs, with the definitions it uses, for tests and measurements.
 	source string
-	// readOnly scripts change nothing and run as EVALSHA_RO.
+	// readOnly scripts change nothing: their functions carry the no-writes
+	// flag, and most are called with FCALL_RO (not the listings).
 	readOnly bool
 	// remembers marks a write whose answer a re-run could not give again
 	// from the state the first run left. It runs inside answer_once, which
 	// keeps the first answer in the caller's memo, so that re-running the
 	// call with the same arguments returns it and changes nothing.
 	remembers bool
-	run       *valkey.Lua
+	// bindings is the part of source's header that binds K and the
+	// operation's other inputs, and code the operation as it runs after
+	// the definitions: the library's function of op is made of the two
+	// (functions.go).
+	bindings, code string
+	run            executor
 	// once is run for a charged call of an admitting write that keeps no
 	// memo (fetch): valkey-go never re-sends it, since a re-run after a
 	// lost reply would spend a second request; the caller retries, and
 	// the re-run answers alike.
-	once *valkey.Lua
+	once executor
 }
 
 func isReadOnly(op store.Op) bool {
@@ -166,6 +176,26 @@ func loadScripts() (map[store.Op]*script, error) {
 // buildScripts builds every operation's script; testClock swaps in the
 // clock_now of testclock.lua, which obeys the test clock lever.
 func buildScripts(testClock bool) (map[store.Op]*script, error) {
+	defs, err := scriptDefs(testClock)
+	if err != nil {
+		return nil, err
+	}
+	keys := declaredKeys(testClock)
+	out := map[store.Op]*script{}
+	for _, op := range scripted() {
+		sc, err := loadScript(op, defs, keys)
+		if err != nil {
+			return nil, err
+		}
+		out[op] = sc
+	}
+	buildLibrary(defs, out)
+	return out, nil
+}
+
+// scriptDefs are the schema's and the shared helpers' definitions, with
+// the test clock's (testClock) or TIME alone.
+func scriptDefs(testClock bool) ([]helper, error) {
 	schema, err := schemaLua()
 	if err != nil {
 		return nil, fmt.Errorf("valkey store: schema: %w", err)
@@ -178,16 +208,7 @@ func buildScripts(testClock bool) (map[store.Op]*script, error) {
 	if testClock {
 		defs = withTestClock(defs)
 	}
-	keys := declaredKeys(testClock)
-	out := map[store.Op]*script{}
-	for _, op := range scripted() {
-		sc, err := loadScript(op, defs, keys)
-		if err != nil {
-			return nil, err
-		}
-		out[op] = sc
-	}
-	return out, nil
+	return defs, nil
 }
 
 // loadScript builds one operation's script from its file and the shared
@@ -230,6 +251,8 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	if isAdmitting(op) {
 		b.WriteString(admitHeader)
 	}
+	sc.bindings = strings.TrimPrefix(b.String(), "-- relayd script: "+string(op)+"\n")
+	sc.code = code
 	for _, d := range helpersFor(defs, code) {
 		b.WriteString(d.text)
 	}
@@ -240,17 +263,17 @@ func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
 	case isListing(op), op == opBucket:
 		// The bucket too: a retry after a lost reply would take a second
 		// request, where a refusal costs the caller one retry.
-		// EVALSHA without the read-only flag or the retryable tag is the
+		// FCALL without the read-only flag or the retryable tag is the
 		// one script call valkey-go never re-sends by itself.
-		sc.run = valkey.NewLuaScript(sc.source)
+		sc.run = newFcall(op, callPlain)
 	case sc.readOnly:
-		sc.run = valkey.NewLuaScriptReadOnly(sc.source)
+		sc.run = newFcall(op, callReadOnly)
 	default:
 		// Retryable: every write script is safe to re-run with the same
 		// arguments, which is what a retry after a lost reply is.
-		sc.run = valkey.NewLuaScriptRetryable(sc.source)
+		sc.run = newFcall(op, callRetryable)
 		if isAdmitting(op) && !sc.remembers {
-			sc.once = valkey.NewLuaScript(sc.source)
+			sc.once = newFcall(op, callPlain)
 		}
 	}
 	return sc, nil
@@ -303,8 +326,8 @@ func splitHelpers(common string) []helper {
 
 // helpersFor returns the definitions of all that an operation uses,
 // directly or through other definitions, in their order in all (Lua
-// locals must be defined before use). A script that runs less code to set
-// itself up runs faster: every definition is executed on every call.
+// locals must be defined before use): what an operation's source includes,
+// and, over every operation, what the library defines (functions.go).
 func helpersFor(all []helper, body string) []helper {
 	defined := map[string]int{}
 	for i, h := range all {

@@ -149,7 +149,7 @@ func (s *Store) run(ctx context.Context, c call) (valkey.ValkeyMessage, error) {
 		run = sc.once
 	}
 	if s.replication.waitsFor(sc) {
-		return s.runReplicated(ctx, sc, c)
+		return s.runReplicated(ctx, run, c)
 	}
 	msg, err := run.Exec(ctx, s.client, c.keys, c.args).ToMessage()
 	if err != nil && !valkey.IsValkeyNil(err) {

@@ -335,24 +335,49 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 	})
 }
 
-// TestSurvivesScriptFlush empties the server's script cache between calls:
-// EVALSHA then fails with NOSCRIPT and the client falls back to EVAL.
-func TestSurvivesScriptFlush(t *testing.T) {
+// TestSurvivesFunctionFlush empties the server's functions between calls:
+// the next call finds its function missing, loads the library again and
+// answers.
+func TestSurvivesFunctionFlush(t *testing.T) {
 	srv := valkeytest.Start(t)
 	client := srv.Client(t)
 	s := newTestStore(t, client)
 	ctx := t.Context()
 	mustEnqueue(t, s, "a", "b")
-	require.NoError(t, client.Do(ctx, client.B().ScriptFlush().Build()).Error())
+	flush := func() {
+		require.NoError(t, client.Do(ctx, client.B().FunctionFlush().Build()).Error())
+		require.Empty(t, libraries(t, client), "the flush left no library")
+	}
+	flush()
 	got := mustClaim(t, s, "r1", 1)
 	require.Len(t, got, 1)
-	require.NoError(t, client.Do(ctx, client.B().ScriptFlush().Build()).Error())
+	require.Equal(t, []string{libraryOf(s.scripts).name}, libraries(t, client), "the claim loaded the library again")
+	flush()
 	j, ok, err := s.Job(ctx, testSite, "a")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, store.AwaitingPayload, j.State)
-	require.NoError(t, client.Do(ctx, client.B().ScriptFlush().Build()).Error())
-	require.NoError(t, s.LoadScripts(ctx), "the scripts load again")
+	flush()
+	require.NoError(t, s.LoadScripts(ctx), "the library loads again")
+	require.Equal(t, []string{libraryOf(s.scripts).name}, libraries(t, client))
+}
+
+// libraries lists the relayd libraries the server holds, by name, sorted.
+func libraries(t testing.TB, c valkey.Client) []string {
+	t.Helper()
+	list, err := c.Do(t.Context(), c.B().FunctionList().Libraryname(libraryPrefix+"*").Build()).ToArray()
+	require.NoError(t, err)
+	var names []string
+	for _, lib := range list {
+		m, err := lib.AsMap()
+		require.NoError(t, err)
+		field := m["library_name"]
+		name, err := field.ToString()
+		require.NoError(t, err)
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // serverTime reads Valkey's TIME in milliseconds, straight from the server.
