@@ -163,7 +163,19 @@ func (s *faultSchedule) killReplica(t *testing.T, i, target int) {
 	s.replicaKills++
 	t.Logf("fault %d: killed replica %d at %+v", s.replicaKills+s.valkeyRestarts, i, s.run.Progress())
 	s.waitTurn(s.every/2, target) // the outage's length: a scenario, not a wait for anything
-	require.NoError(t, victim.Restart(s.r.ctx))
+	// relayd refuses to start while Valkey does not answer (a restart
+	// still loading its AOF); a supervisor starts it again, and so does
+	// this schedule, a few times.
+	for tries := 1; ; tries++ {
+		err := victim.Restart(s.r.ctx)
+		if err == nil {
+			return
+		}
+		if tries == 5 || !strings.Contains(err.Error(), "exited before serving") {
+			require.NoError(t, err, "replica %d restarted %d times", i, tries)
+		}
+		t.Logf("fault %d: replica %d did not start (%v); starting it again", s.replicaKills+s.valkeyRestarts, i, err)
+	}
 }
 
 // restartValkey kills Valkey with SIGKILL and starts it again on its data
