@@ -3,7 +3,6 @@ package valkey
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
@@ -12,15 +11,8 @@ import (
 // SettleGrants implements store.RoutingStore: one settleGrants script for
 // the whole claim, remembered for a retry after a lost reply.
 func (s *Store) SettleGrants(ctx context.Context, in store.SettleGrantsInput) ([]protocol.LeaseRef, error) {
-	args := make([]string, 0, 4+2*(len(in.Granted)+len(in.Refused)+len(in.Returned)))
-	args = append(args, in.RunnerID, strconv.FormatInt(max(in.RetryAfterMs, 0), 10),
-		strconv.Itoa(len(in.Granted)), strconv.Itoa(len(in.Refused)))
-	for _, list := range [][]protocol.LeaseRef{in.Granted, in.Refused, in.Returned} {
-		for _, l := range list {
-			args = append(args, l.JobID, l.LeaseID)
-		}
-	}
-	parts, err := s.execWrite(ctx, s.newWrite(store.OpSettleGrants, in.RunnerID, args...))
+	parts, err := s.execWrite(ctx, s.newWrite(in.RunnerID, settleGrantsArgs{Runner: in.RunnerID, Delay: max(in.RetryAfterMs, 0),
+		Granted: len(in.Granted), Refused: len(in.Refused), Grants: leasePairs(in.Granted, in.Refused, in.Returned)}))
 	if err != nil {
 		return nil, err
 	}
