@@ -13,9 +13,10 @@
 --    list), then leases: one fresh lease id per possible grant, from
 --    ARGV[A.leases] on.
 -- Reply: {'ok', framed [stub, lease id, expiresAt]...}, or the error
--- NOROUTES, before anything is done (claimFirst, scripts.go, runs before
--- the admission), when routes are named and K.routes is gone: the caller
--- stores them again (routes.lua) and re-runs.
+-- NOROUTES, before anything is done (claimFirst in routes.go, the
+-- claim's prelude in ops.go, runs before the admission), when routes are
+-- named and K.routes is gone: the caller stores them again (routes.lua)
+-- and re-runs.
 -- Re-run: the answer is remembered (answer_once); a re-run returns it and
 -- grants nothing more.
 local now = clock_now()
