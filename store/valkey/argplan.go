@@ -182,30 +182,32 @@ func (p *argPlan) binding(table string, first int) string {
 	return b.String()
 }
 
-// argUses finds the names code reads from the table named table.
-func argUses(table, code string) map[string]bool {
-	re := regexp.MustCompile(`\b` + table + `\.([A-Za-z_][A-Za-z0-9_]*)`)
-	out := map[string]bool{}
-	for _, m := range re.FindAllStringSubmatch(luaComment.ReplaceAllString(code, ""), -1) {
-		out[m[1]] = true
+// argRef matches a read of an argument by name: A.<name> or ADMIT.<name>.
+var argRef = regexp.MustCompile(`\b(A|ADMIT)\.([A-Za-z_][A-Za-z0-9_]*)`)
+
+// argUses finds the names code (comments stripped) reads, by table.
+func argUses(code string) map[string]map[string]bool {
+	out := map[string]map[string]bool{"A": {}, "ADMIT": {}}
+	for _, m := range argRef.FindAllStringSubmatch(code, -1) {
+		out[m[1]][m[2]] = true
 	}
 	return out
 }
 
-// argsAgree fails unless code reads from the table named table exactly
-// the names the plan declares: a name the Go side does not send, or a
-// name it sends that the script never reads, is a mismatch.
-func argsAgree(table string, p *argPlan, code string) error {
-	used := argUses(table, code)
+// argsAgree fails unless used, the names read from the table named
+// table, are exactly those the plan declares: a name the Go side does not
+// send, or a name it sends that the script never reads, is a mismatch.
+func argsAgree(table string, p *argPlan, used map[string]bool) error {
 	var unread, undeclared []string
 	for _, n := range p.names() {
 		if !used[n] {
 			unread = append(unread, table+"."+n)
 		}
-		delete(used, n)
 	}
 	for n := range used {
-		undeclared = append(undeclared, table+"."+n)
+		if !slices.Contains(p.names(), n) {
+			undeclared = append(undeclared, table+"."+n)
+		}
 	}
 	slices.Sort(undeclared)
 	var problems []string
