@@ -1,12 +1,12 @@
 -- approvePairing: mark approved the first started live code with exactly
 -- this user code and this device identity, the one an operator looked at.
--- ARGV: user code, device identity.
+-- A: user_code, identity (the device's).
 -- Reply: {device code, record, live codes of its identity}, or nil when
 -- there is no such code. Marking again rewrites the same record, so a
 -- re-run is harmless; the keys keep their expiry.
 local now = clock_now()
-local identity = ARGV[2]
-local code, rec = pairing_by_user(ARGV[1], now, function(r) return r.identity == identity end)
+local identity = A.identity
+local code, rec = pairing_by_user(A.user_code, now, function(r) return r.identity == identity end)
 if not code then
   return nil
 end

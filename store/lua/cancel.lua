@@ -1,11 +1,11 @@
 -- cancel: flag a site's job as cancelled. A queued job leaves its queue; a
 -- held one is listed for its holder (a proto-0 one only while unfinished).
--- ARGV: job id, site.
+-- A: id (the job's), site.
 -- Reply: {'ok', exists '1'|'0'}.
 -- Re-run: the answer is remembered (answer_once); unremembered, the
 -- flag would already be set and the answer would be alike.
 local now = clock_now()
-local key = job_key(ARGV[2], ARGV[1])
+local key = job_key(A.site, A.id)
 
 local rec, how = live(key, now)
 if how == 'unreadable' then

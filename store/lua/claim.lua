@@ -5,39 +5,35 @@
 -- a re-offered job only to its runner (from that runner's sticky place, so
 -- jobs held back for others cost nothing). Both protocols honour
 -- not-before times, set by a release that names a delay.
--- ARGV: runner, owner, device JSON, leaseMs, sealing window ms, max, settle budget,
---       touch '1'|'0' (stamp the runner's presence, whatever is granted),
---       proto, '1'|'0' (routes named: K.routes holds their route fields),
---       hold '1'|'0' (keep the grants out of the listing until
---       settleGrants, G-R16), k kinds, then k kinds, then one fresh lease
---       id per possible grant.
+-- A: runner, owner, device (JSON), lease_ms, window_ms (the sealing
+--    window), max, settle_budget, touch '1'|'0' (stamp the runner's
+--    presence, whatever is granted), proto, has_routes '1'|'0' (routes
+--    named: K.routes holds their route fields), hold '1'|'0' (keep the
+--    grants out of the listing until settleGrants, G-R16), kinds (a
+--    list), then leases: one fresh lease id per possible grant, from
+--    ARGV[A.leases] on.
 -- Reply: {'ok', framed [stub, lease id, expiresAt]...}, or the error
--- NOROUTES, before anything is done (claimFirst, scripts.go, runs before
--- the admission), when routes are named and K.routes is gone: the caller
--- stores them again (routes.lua) and re-runs.
+-- NOROUTES, before anything is done (claimFirst in routes.go, the
+-- claim's prelude in ops.go, runs before the admission), when routes are
+-- named and K.routes is gone: the caller stores them again (routes.lua)
+-- and re-runs.
 -- Re-run: the answer is remembered (answer_once); a re-run returns it and
 -- grants nothing more.
 local now = clock_now()
-local runner, owner, device = ARGV[1], ARGV[2], ARGV[3]
-local lease_ms = tonumber(ARGV[4])
-local window_ms = tonumber(ARGV[5])
-local max = tonumber(ARGV[6])
-local settle_budget = tonumber(ARGV[7])
-if ARGV[8] == '1' then
+local runner, owner, device = A.runner, A.owner, A.device
+local lease_ms = tonumber(A.lease_ms)
+local window_ms = tonumber(A.window_ms)
+local max = tonumber(A.max)
+local settle_budget = tonumber(A.settle_budget)
+if A.touch == '1' then
   stamp_presence(runner, now)
 end
-local proto = ARGV[9]
-local has_routes = ARGV[10] == '1'
-local hold = ARGV[11] == '1'
-local pos = 12
-local nkinds = tonumber(ARGV[pos])
-local kinds = {}
-for i = 1, nkinds do
-  kinds[i] = ARGV[pos + i]
-end
-pos = pos + nkinds + 1
+local proto = A.proto
+local has_routes = A.has_routes == '1'
+local hold = A.hold == '1'
+local kinds = A.kinds
 local leases = {}
-for i = pos, #ARGV do
+for i = A.leases, #ARGV do
   leases[#leases + 1] = ARGV[i]
 end
 if max > #leases then

@@ -2,11 +2,11 @@
 -- every other code of its device identity, so that no other code collects
 -- the device once it has paired, and purge a few expired ones while here,
 -- which nobody can see either way.
--- ARGV: device code.
+-- A: device_code.
 -- Reply: {'ok'}; dropping an absent code is no error.
 local now = clock_now()
-local rec = pairing_read(redis.call('HGET', K.pairings, ARGV[1]))
-pairing_drop(ARGV[1])
+local rec = pairing_read(redis.call('HGET', K.pairings, A.device_code))
+pairing_drop(A.device_code)
 if rec then
   for _, code in ipairs(pairing_codes_of(rec.identity)) do
     pairing_drop(code)

@@ -1,13 +1,13 @@
 -- enqueue: create a queued job of a protocol, or answer for the existing
 -- (site, id) whatever its protocol.
--- ARGV: id, site, stub JSON, stub owner, stub kind, owner-only '1'|'0',
---       deadlineAt, proto.
+-- A: id, site, stub (JSON), owner (the stub's), kind (the stub's),
+--    owner_only '1'|'0', deadline (deadlineAt), proto.
 -- Reply: {'ok', state, created '1'|'0'} or {'refused', REFUSED_ID_TAKEN}.
 -- Re-run: the answer is remembered (answer_once); unremembered, the
 -- second run would find the job and answer created '0'.
 local now = clock_now()
 local id, site, stub, owner, kind, owner_only, deadline, proto =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+  A.id, A.site, A.stub, A.owner, A.kind, A.owner_only, A.deadline, A.proto
 local key = job_key(site, id)
 
 local rec, how = live(key, now)

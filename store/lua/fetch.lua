@@ -1,14 +1,14 @@
 -- fetch: hand the sealed payload to the job's holder and mark the
 -- job running.
--- ARGV: job id, runner, lease id, touch '1'|'0' (stamp the runner's
--- presence first, whatever the outcome), proto, site ('' resolves lease
--- first), the sites whose jobs the holder may act on ('*' for any, else
--- framed ids: served_sites).
+-- A: id (the job's), runner, lease (its id), touch '1'|'0' (stamp the
+-- runner's presence first, whatever the outcome), proto, site ('' resolves
+-- lease first), sites: those whose jobs the holder may act on ('*' for
+-- any, else framed ids: served_sites).
 -- Reply: {'ok', payload JSON} or {'refused', code}.
 -- Re-run: a running job stays running and the same payload comes back.
 local now = clock_now()
-local id, runner, lease = ARGV[1], ARGV[2], ARGV[3]
-local key, rec = held_touching(ARGV[5], ARGV[6], id, runner, lease, ARGV[4], now, served_sites(ARGV[7]))
+local id, runner, lease = A.id, A.runner, A.lease
+local key, rec = held_touching(A.proto, A.site, id, runner, lease, A.touch, now, served_sites(A.sites))
 if not key then
   return rec
 end

@@ -1,4 +1,4 @@
 -- job (read): one job's record, payload and result in one atomic view.
--- ARGV: site, job id.
+-- A: site, id (the job's).
 -- Reply: {id, record|nil, payload|nil, result|nil}.
-return read_jobs({ job_key(ARGV[1], ARGV[2]) }, true)
+return read_jobs({ job_key(A.site, A.id) }, true)

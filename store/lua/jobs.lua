@@ -1,10 +1,10 @@
 -- jobs (read): a page of jobs in first-enqueue order.
--- ARGV: exclusive lower bound on the sequence ('' for the start), page
--- size, page byte cap (records, payloads and results; one job always fits,
--- and a page cut short by it is followed by another).
+-- A: after (exclusive lower bound on the sequence, '' for the start), page
+-- (its size), cap (the page's bytes: records, payloads and results; one
+-- job always fits, and a page cut short by it is followed by another).
 -- Reply: flat {id, seq, record, payload, result}...
-local page = score_page(K.order)
-local cap = tonumber(ARGV[3])
+local page = score_page(K.order, A.after, A.page)
+local cap = tonumber(A.cap)
 local out, bytes = {}, 0
 for i = 1, #page, 2 do
   local key = page[i]

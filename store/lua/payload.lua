@@ -1,11 +1,12 @@
 -- payload: store the payload of a job awaiting it; the job becomes ready
 -- and its count of lapsed sealing windows starts again.
--- ARGV: job id, site, payload JSON, the payload's recipient key id.
+-- A: id (the job's), site, payload (JSON), recipient (the payload's
+-- recipient key id).
 -- Reply: {'ok'} or {'refused', code[, state]}.
 -- Re-run: the answer is remembered (answer_once); unremembered, the job
 -- would no longer be awaiting and a re-run would be refused as too-late.
 local now = clock_now()
-local id, site, payload, recipient = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local id, site, payload, recipient = A.id, A.site, A.payload, A.recipient
 local key = job_key(site, id)
 
 local rec, how = live(key, now)

@@ -1,4 +1,4 @@
 -- presence (read): one runner's presence record.
--- ARGV: runner.
+-- A: runner.
 -- Reply: the record, or nil.
-return redis.call('HGET', K.presence, ARGV[1])
+return redis.call('HGET', K.presence, A.runner)

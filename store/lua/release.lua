@@ -1,22 +1,22 @@
 -- release: give back the grants a runner names; reason "refused" also bars
 -- the runner from the job, and a not-before delay bars it until then on
 -- the store clock. Done jobs are skipped (relayd G10).
--- ARGV: runner, reason, proto, site ('' resolves lease first), delay ms
---       ('0' for none), touch '1'|'0' (stamp the runner's presence first),
---       then (job id, lease id) pairs.
+-- A: runner, reason, proto, site ('' resolves lease first), delay (ms,
+--    '0' for none), touch '1'|'0' (stamp the runner's presence first),
+--    then grants: (job id, lease id) pairs from ARGV[A.grants] on.
 -- Reply: {'ok', released ids in request order...}; a grant whose record
 -- this code cannot read is skipped, and nothing else of the call is held
 -- back by it.
 -- Re-run: the answer is remembered (answer_once); unremembered, a
 -- released job would no longer carry the named grant and be left out.
 local now = clock_now()
-local runner, reason, delay = ARGV[1], ARGV[2], tonumber(ARGV[5])
-if ARGV[6] == '1' then
+local runner, reason, delay = A.runner, A.reason, tonumber(A.delay)
+if A.touch == '1' then
   stamp_presence(runner, now)
 end
 
 local out = { 'ok' }
-each_grant(now, ARGV[3], ARGV[4], runner, 7, function(id, key, rec)
+each_grant(now, A.proto, A.site, runner, A.grants, function(id, key, rec)
   if not rec or rec.state == STATE_DONE then
     return
   end

@@ -1,14 +1,15 @@
 -- result: record a job's result once, under the current grant.
--- ARGV: job id, runner, lease id, result JSON, disposition, touch '1'|'0'
--- (stamp the runner's presence first, whatever the outcome), the result's
--- sender key id, proto, site ('' resolves lease first), the sites whose
--- jobs the holder may act on ('*' for any, else framed ids: served_sites).
+-- A: id (the job's), runner, lease (its id), result (JSON), disposition,
+-- touch '1'|'0' (stamp the runner's presence first, whatever the outcome),
+-- sender (the result's sender key id), proto, site ('' resolves lease
+-- first), sites: those whose jobs the holder may act on ('*' for any, else
+-- framed ids: served_sites).
 -- Reply: {'ok', duplicate '1'|'0'} or {'refused', code}.
 -- Re-run: the answer is remembered (answer_once); unremembered, the job
 -- would be done under the same grant and a re-run would answer duplicate.
 local now = clock_now()
-local id, runner, lease, result, disposition, sender = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[7]
-local key, rec = held_touching(ARGV[8], ARGV[9], id, runner, lease, ARGV[6], now, served_sites(ARGV[10]))
+local id, runner, lease, result, disposition, sender = A.id, A.runner, A.lease, A.result, A.disposition, A.sender
+local key, rec = held_touching(A.proto, A.site, id, runner, lease, A.touch, now, served_sites(A.sites))
 if not key then
   return rec
 end

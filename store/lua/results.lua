@@ -1,16 +1,17 @@
 -- results (read): a page of one site's done jobs as ids and change marks,
 -- in first-enqueue order, beside the site's results version, so a replica
 -- fetches the bodies of only the jobs it has not seen (resultBodies).
--- ARGV: site, last member read ('' for the start), page size, page byte cap.
+-- A: site, after (the last member read, '' for the start), page (its
+-- size), cap (the page's bytes).
 -- Reply: {version, count, last member, more '1'|'0', then id, mark...};
 -- mark is '' for a job no relay marked.
-local site = ARGV[1]
+local site = A.site
 local prefix = list_prefix(site)
 local lo, hi = lex_range(prefix)
-if ARGV[2] ~= '' then
-  lo = '(' .. ARGV[2]
+if A.after ~= '' then
+  lo = '(' .. A.after
 end
-local n, cap = tonumber(ARGV[3]), tonumber(ARGV[4])
+local n, cap = tonumber(A.page), tonumber(A.cap)
 local members = redis.call('ZRANGEBYLEX', K.finished, lo, hi, 'LIMIT', 0, n)
 local out = results_version(site)
 out[3], out[4] = '', '0'

@@ -1,5 +1,5 @@
 -- resultsVersion (read): what a cached results listing of a site is
 -- checked by, so an unchanged poll costs this call alone.
--- ARGV: site.
+-- A: site.
 -- Reply: {version ('' before the first change), count of listed jobs}.
-return results_version(ARGV[1])
+return results_version(A.site)

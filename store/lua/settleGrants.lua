@@ -4,9 +4,10 @@
 -- granted ends the hold (the site lists the job, with a whole sealing
 -- window from now); refused releases it as release does with reason
 -- "refused"; returned releases it with a not-before for this runner.
--- ARGV: runner, not-before delay ms ('0' for none), the count of granted
---       pairs, the count of refused pairs, then (job id, lease id) pairs:
---       the granted, the refused, then the returned.
+-- A: runner, delay (the not-before delay in ms, '0' for none), granted
+--    and refused (the counts of granted and refused pairs), then grants:
+--    (job id, lease id) pairs from ARGV[A.grants] on, the granted, the
+--    refused, then the returned.
 -- Reply: {'ok', (job id, lease id) of each granted grant still current, in
 -- request order...}.
 -- Re-run: answers alike and keeps no memo. A granted job is no longer held,
@@ -15,12 +16,12 @@
 -- runner's current grant and nothing is done (a refused runner cannot
 -- claim it again, a returned one not before the delay).
 local now = clock_now()
-local runner, delay = ARGV[1], tonumber(ARGV[2])
-local granted, refused = tonumber(ARGV[3]), tonumber(ARGV[4])
+local runner, delay = A.runner, tonumber(A.delay)
+local granted, refused = tonumber(A.granted), tonumber(A.refused)
 
 local out = { 'ok' }
 local n = 0
-each_grant(now, '2', '', runner, 5, function(id, key, rec)
+each_grant(now, '2', '', runner, A.grants, function(id, key, rec)
   n = n + 1
   if not rec or rec.state == STATE_DONE then
     return
@@ -30,7 +31,7 @@ each_grant(now, '2', '', runner, 5, function(id, key, rec)
       unhold(key, rec, now)
     end
     out[#out + 1] = id
-    out[#out + 1] = ARGV[4 + 2 * n]
+    out[#out + 1] = ARGV[A.grants + 2 * n - 1]
     return
   end
   if n <= granted + refused then

@@ -5,16 +5,16 @@
 -- identity's dead ones, refuse when the identity still has per_device live
 -- codes or at capacity (the dropped codes stay gone), then insert, stamped
 -- with the store clock.
--- ARGV: device code, user code, identity, device JSON, label, platform,
---       capabilities ('' for none), ttl ms, capacity, origin,
---       known at start ('1' or '0'), per_device (0 or less: unbounded).
+-- A: device_code, user_code, identity, device (JSON), label, platform,
+--    caps (capabilities, '' for none), ttl (ms), capacity, origin,
+--    known (at start, '1' or '0'), per_device (0 or less: unbounded).
 -- Reply: {'ok', expiresAt} or {'refused', REFUSED_AT_CAPACITY}.
 -- Re-run: the answer is remembered (answer_once); unremembered, a re-run
 -- would find its own code under its identity and origin and put it again,
 -- stamped at the re-run's time.
 local now = clock_now()
-local device_code, identity, origin = ARGV[1], ARGV[3], ARGV[10]
-local ttl, capacity, per_device = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[12])
+local device_code, identity, origin = A.device_code, A.identity, A.origin
+local ttl, capacity, per_device = tonumber(A.ttl), tonumber(A.capacity), tonumber(A.per_device)
 
 pairing_purge(now, 64)
 for _, code in ipairs(pairing_codes_of(identity)) do
@@ -35,9 +35,9 @@ end
 
 local expires = ms(now + ttl)
 local rec = {
-  user = ARGV[2], identity = identity, expires = expires, seq = tostring(redis.call('INCR', K.seq)),
-  device = ARGV[4], label = ARGV[5], platform = ARGV[6], caps = ARGV[7],
-  origin = origin, known = ARGV[11], approved = '0',
+  user = A.user_code, identity = identity, expires = expires, seq = tostring(redis.call('INCR', K.seq)),
+  device = A.device, label = A.label, platform = A.platform, caps = A.caps,
+  origin = origin, known = A.known, approved = '0',
 }
 redis.call('HSET', K.pairings, device_code, pairing_write(rec))
 redis.call('ZADD', K.pairing_expiry, expires, device_code)

@@ -5,12 +5,12 @@
 -- (see recount_queues) and takes a few more routes' census
 -- (census_queues): the first call once mend_every ms have passed since
 -- the last mending one, whichever relay made it (field 'mended').
--- ARGV: batch, routes to mend, mend_every.
+-- A: batch, mend (how many routes to mend), mend_every (ms).
 -- Reply: {'ok', framed requeued ids, framed expired ids, framed lapsed
 -- ids}, each in first-enqueue order.
 -- Re-run: what the first run settled is no longer due.
 local now = clock_now()
-local batch, mend, mend_every = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local batch, mend, mend_every = tonumber(A.batch), tonumber(A.mend), tonumber(A.mend_every)
 
 -- recount_queues checks about n route counts against their queues, taking
 -- the counts in turn across calls (the cursor is kept in field ''), so a

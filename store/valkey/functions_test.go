@@ -115,7 +115,7 @@ func TestCallsAreSentAsTheirScriptsWere(t *testing.T) {
 		cmd := sc.run.(*fcall).command(client.B(), []string{"k"}, []string{"a"})
 		name := cmd.Commands()[0]
 		switch {
-		case isListing(op), op == opBucket:
+		case operations[op].listing, operations[op].neverResent:
 			require.Equal(t, "FCALL", name, op)
 			require.False(t, cmd.IsRetryable(), "%s is never re-sent by valkey-go", op)
 		case sc.readOnly:

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/byollm/relayd/ratelimit"
@@ -50,7 +49,8 @@ func (l *Limiter) Allow(ctx context.Context, key string) (ratelimit.Decision, er
 		return ratelimit.Decision{}, ratelimit.ErrEmptyKey
 	}
 	s := l.store
-	c := call{op: opBucket, keys: append(append(make([]string, 0, len(s.keys)+1), s.keys...), BucketKey(s.prefix, key)), args: rateArgs(l.rate.Every, l.rate.Burst)}
+	c := s.newCall(bucketArgs{Every: l.rate.Every.Microseconds(), Burst: l.rate.Burst})
+	c.keys = append(slices.Clip(c.keys), BucketKey(s.prefix, key))
 	msg, err := s.exec(ctx, c)
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: %w", err)
@@ -65,33 +65,33 @@ func (l *Limiter) Allow(ctx context.Context, key string) (ratelimit.Decision, er
 	return ratelimit.Decision{RetryAfter: time.Duration(reply[1]) * time.Microsecond}, nil
 }
 
-// rateArgs is how a script reads a rate: microseconds between two
-// requests, then requests when full.
-func rateArgs(every time.Duration, burst int) []string {
-	return []string{strconv.FormatInt(every.Microseconds(), 10), strconv.Itoa(burst)}
-}
-
-// admitted returns c with the admission a of runner's call: its arguments
-// after the request id, and the bucket it may charge as the last key. A
-// nil admission admits every call, and charges no bucket.
+// admitted returns c with the admission a of runner's call: its
+// arguments (admissionArgs) after the request id, and the bucket it may
+// charge as the last key. A nil admission admits every call, and charges
+// no bucket. A rate travels as the microseconds between two requests,
+// then the requests when full.
 func (s *Store) admitted(c call, runner string, a *store.Admission) (call, error) {
-	args := []string{runner, "0", "", "", "0", "0", "0", "0", "", "", "", "0", "", "0"}
+	sc := s.scripts[c.op]
+	if sc.admit == nil {
+		return call{}, fmt.Errorf("valkey store: %s: checks no admission", c.op)
+	}
+	args := admissionArgs{Runner: runner}
 	bucket := BucketKey(s.prefix, "")
 	if a != nil && a.Paired != nil {
 		device, err := json.Marshal(a.Paired.Device)
 		if err != nil {
 			return call{}, fmt.Errorf("valkey store: %s: encoding the admitted device: %w", c.op, err)
 		}
-		args[1], args[2], args[3] = "1", a.Paired.Owner, string(device)
+		args.Paired, args.Owner, args.Device = true, a.Paired.Owner, string(device)
 	}
 	if a != nil && a.Charge != nil {
 		if a.Charge.Key == "" {
 			return call{}, fmt.Errorf("valkey store: %s: %w", c.op, ratelimit.ErrEmptyKey)
 		}
-		rate := rateArgs(a.Charge.Every, a.Charge.Burst)
-		args[4], args[5], args[6] = "1", rate[0], rate[1]
+		args.Charge, args.Every, args.Burst = true, a.Charge.Every.Microseconds(), a.Charge.Burst
 		bucket = BucketKey(s.prefix, a.Charge.Key)
 		c.charged = true
+		c.chargeAt = sc.admitAt + sc.admit.pos("charge")
 	}
 	if a != nil && a.Pair != nil {
 		p := a.Pair
@@ -99,31 +99,23 @@ func (s *Store) admitted(c call, runner string, a *store.Admission) (call, error
 		if err != nil {
 			return call{}, fmt.Errorf("valkey store: %s: encoding the paired device: %w", c.op, err)
 		}
-		copy(args[7:], []string{"1", p.Owner, string(device), string(p.Capabilities), flag(p.Capabilities != nil), string(p.Withheld), flag(p.Withheld != nil)})
+		args.Pair, args.PairOwner, args.PairDevice = true, p.Owner, string(device)
+		args.Caps, args.CapsGiven = string(p.Capabilities), p.Capabilities != nil
+		args.Withheld, args.WithheldGiven = string(p.Withheld), p.Withheld != nil
 	}
-	c.args = slices.Concat(c.args[:admitAt(c.op)], args, c.args[admitAt(c.op):])
+	if c.err == nil {
+		c.args = slices.Concat(c.args[:sc.admitAt], sc.admit.pack(nil, args), c.args[sc.admitAt:])
+	}
 	c.keys = append(slices.Clip(c.keys), bucket)
+	c.unadmitted = false
 	return c, nil
 }
-
-// admitAt is where an admission's arguments start in a call of op: after
-// the request id of a remembering write.
-func admitAt(op store.Op) int {
-	if isRemembering(op) {
-		return 1
-	}
-	return 0
-}
-
-// chargeFlag is the position of the charge flag among an admission's
-// arguments (admitted).
-const chargeFlag = 4
 
 // uncharged is the charged call c without its charge: the admission's
 // other checks still run, and no bucket is spent.
 func uncharged(c call) call {
 	c.args = slices.Clone(c.args)
-	c.args[admitAt(c.op)+chargeFlag] = "0"
+	c.args[c.chargeAt] = flag(false)
 	c.charged = false
 	return c
 }

@@ -33,8 +33,6 @@ const (
 	opResultChanges store.Op = "resultChanges"
 )
 
-var storeOnlyOps = []store.Op{opResultsVersion, opResultBodies, opResultChanges, opBucket, opRoutes}
-
 const (
 	// DefaultResultsCacheBytes bounds each replica's cache of results
 	// listings when Options.ResultsCacheBytes is zero.
@@ -368,7 +366,7 @@ func (s *Store) Results(ctx context.Context, siteID string) ([]store.Job, error)
 var unmatchedToken = listingToken{count: -1}
 
 func (s *Store) resultsVersion(ctx context.Context, siteID string) (listingToken, error) {
-	msg, err := s.exec(ctx, s.newCall(opResultsVersion, siteID))
+	msg, err := s.exec(ctx, s.newCall(resultsVersionArgs{Site: siteID}))
 	if err != nil {
 		return listingToken{}, err
 	}
@@ -458,7 +456,7 @@ func (s *Store) readResults(ctx context.Context, siteID string, prev *siteListin
 // scan as it arrives.
 func (s *Store) scanIDs(ctx context.Context, siteID string, scan *listingScan) error {
 	for !scan.done {
-		msg, err := s.exec(ctx, s.newCall(store.OpResults, siteID, scan.after, strconv.Itoa(s.results.pageIDs), strconv.Itoa(listPageBytes)))
+		msg, err := s.exec(ctx, s.newCall(resultsArgs{Site: siteID, After: scan.after, Page: s.results.pageIDs, Cap: listPageBytes}))
 		if err != nil {
 			return err
 		}
@@ -549,7 +547,7 @@ feed:
 // byte-capped reply left out.
 func (s *Store) fetchBatch(ctx context.Context, siteID string, ids []string, f *bodyFetch) error {
 	for len(ids) > 0 {
-		msg, err := s.exec(ctx, s.newCall(opResultBodies, append([]string{siteID, strconv.Itoa(listPageBytes)}, ids...)...))
+		msg, err := s.exec(ctx, s.newCall(resultBodiesArgs{Site: siteID, Cap: listPageBytes, IDs: ids}))
 		if err != nil {
 			return err
 		}
@@ -747,7 +745,7 @@ func (s *Store) resultChanges(ctx context.Context, siteID string, since int64, k
 	var out []listed
 	consistent = true
 	for page, after := 0, ""; ; page++ {
-		msg, err := s.exec(ctx, s.newCall(opResultChanges, siteID, strconv.FormatInt(since, 10), kind, after, strconv.Itoa(s.results.pageIDs)))
+		msg, err := s.exec(ctx, s.newCall(resultChangesArgs{Site: siteID, Since: since, Kind: kind, After: after, Page: s.results.pageIDs}))
 		if err != nil {
 			return nil, listingToken{}, false, false, err
 		}

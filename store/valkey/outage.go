@@ -37,8 +37,8 @@ import (
 //     its own), CLUSTERDOWN or TRYAGAIN.
 //   - A connection that dropped with the call in flight (EOF, reset,
 //     broken pipe): the call may have run. Every write that keeps a memo
-//     answers a re-run with its first answer (memo.go), the writes of
-//     answersAlike answer alike, and reads change nothing, so each is
+//     answers a re-run with its first answer (memo.go), the writes
+//     whose entry in operations says alike answer alike, and reads change nothing, so each is
 //     sent again. A charged fetch keeps no memo of its charge: it is sent
 //     again without it, so it spends at most the one request, and none
 //     when the first never ran. This matters most just after a restart:
@@ -46,7 +46,7 @@ import (
 //     the EOF its next call meets, though that call never reached the
 //     server. A limiter's charge is not sent again (a second could spend
 //     twice): the plane admits a request whose limiter cannot answer. A
-//     listing (isListing: its reply may be large, and a server that ran
+//     listing (an entry's listing: its reply may be large, and a server that ran
 //     it spent the time) is sent again once, not more: the stale pooled
 //     connection of a restart meets every kind of call, and a site's
 //     pending or results poll answered 503 for it is the 5xx a short
@@ -133,9 +133,9 @@ func outageOf(err error) (cause string, mayHaveRun, ok bool) {
 // counts the earlier drops this call met.
 func (s *Store) resent(c call, drops int) (call, bool) {
 	switch {
-	case c.op == opBucket:
+	case operations[c.op].neverResent:
 		return c, false
-	case isListing(c.op):
+	case operations[c.op].listing:
 		return c, drops == 0
 	case c.charged && s.scripts[c.op].once != nil:
 		return uncharged(c), true

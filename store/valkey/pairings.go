@@ -70,10 +70,10 @@ func (p pairings) StartPairing(ctx context.Context, in store.StartPairingInput) 
 	if err != nil {
 		return 0, fmt.Errorf("valkey store: %s: encoding device: %w", store.OpStartPairing, err)
 	}
-	c := p.s.newWrite(store.OpStartPairing, pending.Device.Identity, pending.DeviceCode, pending.UserCode, pending.Device.Identity,
-		string(device), pending.Label, pending.Platform, string(pending.Capabilities),
-		strconv.FormatInt(in.TTLMs, 10), strconv.Itoa(in.Capacity),
-		pending.Origin, flag(pending.KnownAtStart), strconv.Itoa(in.PerDevice))
+	c := p.s.newWrite(pending.Device.Identity, startPairingArgs{DeviceCode: pending.DeviceCode, UserCode: pending.UserCode,
+		Identity: pending.Device.Identity, Device: string(device), Label: pending.Label, Platform: pending.Platform,
+		Caps: string(pending.Capabilities), TTLMs: in.TTLMs, Capacity: in.Capacity, Origin: pending.Origin,
+		Known: pending.KnownAtStart, PerDevice: in.PerDevice})
 	parts, err := p.s.execWrite(ctx, c)
 	if err != nil {
 		return 0, err
@@ -90,23 +90,24 @@ func (p pairings) StartPairing(ctx context.Context, in store.StartPairingInput) 
 
 // PairingByDeviceCode implements store.Pairings.
 func (p pairings) PairingByDeviceCode(ctx context.Context, deviceCode string) (store.PendingPairing, bool, error) {
-	return p.lookup(ctx, store.OpPairingByDeviceCode, deviceCode)
+	return p.lookup(ctx, pairingByDeviceCodeArgs{DeviceCode: deviceCode})
 }
 
 // PairingByUserCode implements store.Pairings.
 func (p pairings) PairingByUserCode(ctx context.Context, userCode string) (store.PendingPairing, bool, error) {
-	return p.lookup(ctx, store.OpPairingByUserCode, userCode)
+	return p.lookup(ctx, pairingByUserCodeArgs{UserCode: userCode})
 }
 
 // ApprovePairing implements store.Pairings.
 func (p pairings) ApprovePairing(ctx context.Context, userCode, identity string) (store.PendingPairing, bool, error) {
-	return p.lookup(ctx, store.OpApprovePairing, userCode, identity)
+	return p.lookup(ctx, approvePairingArgs{UserCode: userCode, Identity: identity})
 }
 
 // lookup runs a lookup script, whose reply is nil or {device code, record,
 // the identity's live code count}.
-func (p pairings) lookup(ctx context.Context, op store.Op, args ...string) (store.PendingPairing, bool, error) {
-	msg, err := p.s.exec(ctx, p.s.newCall(op, args...))
+func (p pairings) lookup(ctx context.Context, args opArgs) (store.PendingPairing, bool, error) {
+	op := args.op()
+	msg, err := p.s.exec(ctx, p.s.newCall(args))
 	if err != nil {
 		return store.PendingPairing{}, false, err
 	}
@@ -129,7 +130,7 @@ func (p pairings) lookup(ctx context.Context, op store.Op, args ...string) (stor
 
 // DropPairing implements store.Pairings.
 func (p pairings) DropPairing(ctx context.Context, deviceCode string) error {
-	_, err := p.s.execWrite(ctx, p.s.newCall(store.OpDropPairing, deviceCode))
+	_, err := p.s.execWrite(ctx, p.s.newCall(dropPairingArgs{DeviceCode: deviceCode}))
 	return err
 }
 

@@ -36,13 +36,9 @@ const (
 // claimFirst runs before a claim's admission: a claim naming routes
 // whose list is not stored does nothing and says so, and a use refreshes
 // the list's expiry.
-const claimFirst = "if ARGV[10] == '1' and redis.call('PEXPIRE', K.routes, ROUTES_TTL_MS) == 0 then\n" +
+const claimFirst = "if A.has_routes == '1' and redis.call('PEXPIRE', K.routes, ROUTES_TTL_MS) == 0 then\n" +
 	"  return redis.error_reply('" + noRoutes + " the claim\\'s route list is not stored')\n" +
 	"end\n"
-
-// takesRoutes marks the scripts that receive a route list as K.routes,
-// the last key.
-func takesRoutes(op store.Op) bool { return op == store.OpClaim || op == opRoutes }
 
 // routeLists remembers which route lists this replica stored, by key, so
 // that a claim names a stored list in one round trip. A list the server
@@ -143,7 +139,8 @@ func (s *Store) storeRoutes(ctx context.Context, key string, p store.Proto, rout
 	for i, r := range routes {
 		fields[i] = routeField(p, r)
 	}
-	c := call{op: opRoutes, keys: append(slices.Clip(s.keys), key), args: fields}
+	c := s.newCall(routesArgs{Fields: fields})
+	c.keys = append(slices.Clip(c.keys), key)
 	if _, err := s.execWrite(ctx, c); err != nil {
 		return err
 	}

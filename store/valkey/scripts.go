@@ -21,9 +21,12 @@ import (
 //
 // Every script receives the keys of scriptKeys (less the test clock lever
 // on a production store: declaredKeys), in that order and under the
-// store's hash-tagged prefix; a script that remembers its answer (see
-// remembers) receives one more key after them, its caller's memo of the
-// operation, and a request id before its own arguments (memo.go).
+// store's hash-tagged prefix, then those its entry in operations (ops.go)
+// names: its caller's memo of the operation for a write that remembers
+// its answer (memo.go), the rate bucket for one that checks an admission,
+// a claim's route list. Its ARGV is a request id (remembering writes), an
+// admission's arguments (admitting writes), then its own, each bound by
+// name in the header from its params struct (argplan.go).
 
 // luaFiles holds the scripts (package store/lua).
 var luaFiles = lua.Files
@@ -55,73 +58,16 @@ type script struct {
 	// lost reply would spend a second request; the caller retries, and
 	// the re-run answers alike.
 	once executor
+	// args is the layout of the operation's arguments (its params
+	// struct); admit, that of an admitting write's admission, nil for
+	// the others, whose arguments start at admitAt (0-based) in ARGV.
+	args    *argPlan
+	admit   *argPlan
+	admitAt int
 }
-
-func isReadOnly(op store.Op) bool {
-	switch op {
-	case store.OpNow, store.OpJob, store.OpJobs, store.OpPending, store.OpResults, store.OpPresence, store.OpRunners,
-		store.OpJobSummaries, opResultsVersion, opResultBodies, opResultChanges:
-		return true
-	}
-	return false
-}
-
-// isListing marks the read scripts whose reply may be large. valkey-go
-// retries any read-only command after a lost reply, which would run such
-// a script again on a server that already spent the time; a listing's
-// caller polls again instead.
-func isListing(op store.Op) bool {
-	switch op {
-	case store.OpJobs, store.OpPending, store.OpResults, store.OpRunners, store.OpJobSummaries, opResultBodies:
-		return true
-	}
-	return false
-}
-
-func isRemembering(op store.Op) bool {
-	_, ok := memoCaller[op]
-	return ok
-}
-
-// isAdmitting marks the operations that check an admission
-// (store.Admission) within their own script: every daemon-plane write
-// and the site plane's (whose admissions only charge). Each receives the rate bucket its
-// admission may charge as one more key, after the memo if it has one,
-// and the admission's arguments (admissionArgs) after the request id.
-func isAdmitting(op store.Op) bool {
-	switch op {
-	case store.OpClaim, store.OpFetch, store.OpResult, store.OpRelease, store.OpTouch, store.OpPair, store.OpHeartbeat,
-		store.OpEnqueue, store.OpPayload, store.OpCancel:
-		return true
-	}
-	return false
-}
-
-// takesBucket marks the scripts that receive a rate bucket as K.bucket.
-func takesBucket(op store.Op) bool { return isAdmitting(op) || op == opBucket }
-
-// admitHeader binds ADMIT, which admit reads: the admission's arguments,
-// taken off the front of ARGV (after the request id).
-const admitHeader = "local ADMIT = {}\n" +
-	"for _, name in ipairs({ 'runner', 'paired', 'owner', 'device', 'charge', 'every', 'burst',\n" +
-	"  'pair', 'pair_owner', 'pair_device', 'caps', 'caps_given', 'withheld', 'withheld_given' }) do\n" +
-	"  ADMIT[name] = table.remove(ARGV, 1)\n" +
-	"end\n"
 
 // admitFirst runs before an admitting script's own code.
 const admitFirst = "local refusal = admit()\nif refusal then\n  return refusal\nend\n"
-
-// scripted lists the operations that run a script: all but Ping, which
-// is the server's own PING, and every Pairings operation.
-func scripted() []store.Op {
-	var out []store.Op
-	for _, op := range append(store.Ops(), store.PairingOps()...) {
-		if op != store.OpPing {
-			out = append(out, op)
-		}
-	}
-	return append(out, storeOnlyOps...)
-}
 
 // scriptKeys names the fixed keys every script receives as KEYS, in
 // order, by the names the scripts know them by (K.<name>); keySuffix
@@ -180,10 +126,18 @@ func buildScripts(testClock bool) (map[store.Op]*script, error) {
 	if err != nil {
 		return nil, err
 	}
+	admit, err := planOf(admissionArgs{})
+	if err != nil {
+		return nil, fmt.Errorf("valkey store: %w", err)
+	}
 	keys := declaredKeys(testClock)
 	out := map[store.Op]*script{}
 	for _, op := range scripted() {
-		sc, err := loadScript(op, defs, keys)
+		body, err := luaFiles.ReadFile(string(op) + ".lua")
+		if err != nil {
+			return nil, fmt.Errorf("valkey store: no script for operation %q", op)
+		}
+		sc, err := loadScript(op, operations[op], admit, string(body), defs, keys)
 		if err != nil {
 			return nil, err
 		}
@@ -211,72 +165,141 @@ func scriptDefs(testClock bool) ([]helper, error) {
 	return defs, nil
 }
 
-// loadScript builds one operation's script from its file and the shared
-// definitions defs, binding keys (declaredKeys) in order.
-func loadScript(op store.Op, defs []helper, keys []string) (*script, error) {
-	body, err := luaFiles.ReadFile(string(op) + ".lua")
-	if err != nil || op == "common" {
-		return nil, fmt.Errorf("valkey store: no script for operation %q", op)
+// loadScript builds the script of op, whose entry is spec, from its file
+// body and the shared definitions defs, binding keys (declaredKeys) in
+// order and its arguments by the names its params struct declares, and
+// admit's for an admitting write. It fails when the script and its entry
+// disagree: a key or an argument read and not passed, an argument passed
+// and not read, or one read by its place in ARGV.
+func loadScript(op store.Op, spec opSpec, admit *argPlan, body string, defs []helper, keys []string) (*script, error) {
+	if err := spec.check(op); err != nil {
+		return nil, err
 	}
-	sc := &script{op: op, readOnly: isReadOnly(op), remembers: isRemembering(op)}
+	args, err := planOf(spec.args)
+	if err != nil {
+		return nil, fmt.Errorf("valkey store: %s: %w", op, err)
+	}
+	sc := &script{op: op, readOnly: spec.readOnly, remembers: spec.memo != "", args: args}
+	if spec.admits {
+		sc.admit = admit
+	}
+	if sc.remembers {
+		sc.admitAt = 1
+	}
+	code := body
+	if spec.admits {
+		code = admitFirst + code
+	}
+	code = spec.prelude + code
+	if sc.remembers {
+		code = "return answer_once(function()\n" + code + "\nend)\n"
+	}
+	used := helpersFor(defs, code)
+	if err := argsRead(sc, code, used); err != nil {
+		return nil, fmt.Errorf("valkey store: %s: %w", op, err)
+	}
+	var b strings.Builder
+	b.WriteString(keyHeader(op, spec, keys))
+	b.WriteString(argHeader(sc, spec))
+	sc.bindings = strings.TrimPrefix(b.String(), "-- relayd script: "+string(op)+"\n")
+	sc.code = code
+	for _, d := range used {
+		b.WriteString(d.text)
+	}
+	b.WriteString("\n-- operation: " + string(op) + "\n")
+	b.WriteString(code)
+	sc.source = b.String()
+	wrap(sc, spec)
+	return sc, nil
+}
+
+// keyHeader binds K to the keys op receives: keys, then its caller's
+// memo, its rate bucket and its route list, each when its entry says so.
+func keyHeader(op store.Op, spec opSpec, keys []string) string {
 	var b strings.Builder
 	b.WriteString("-- relayd script: " + string(op) + "\nlocal K = {\n")
 	for i, k := range keys {
 		fmt.Fprintf(&b, "  %s = KEYS[%d],\n", k, i+1)
 	}
 	next := len(keys) + 1
-	if sc.remembers {
-		fmt.Fprintf(&b, "  memo = KEYS[%d],\n", next)
-		next++
-	}
-	if takesBucket(op) {
-		fmt.Fprintf(&b, "  bucket = KEYS[%d],\n", next)
-		next++
-	}
-	if takesRoutes(op) {
-		fmt.Fprintf(&b, "  routes = KEYS[%d],\n", next)
+	for _, k := range []struct {
+		name  string
+		takes bool
+	}{{"memo", spec.memo != ""}, {"bucket", spec.takesBucket()}, {"routes", spec.routes}} {
+		if k.takes {
+			fmt.Fprintf(&b, "  %s = KEYS[%d],\n", k.name, next)
+			next++
+		}
 	}
 	b.WriteString("}\n")
-	code := string(body)
-	if isAdmitting(op) {
-		code = admitFirst + code
-	}
-	if op == store.OpClaim {
-		code = claimFirst + code
-	}
+	return b.String()
+}
+
+// argHeader binds what the script reads of ARGV: a remembering write's
+// REQ_ID (with what answer_once reads beside it), an admitting write's
+// ADMIT, then A, the operation's own arguments.
+func argHeader(sc *script, spec opSpec) string {
+	var b strings.Builder
 	if sc.remembers {
-		b.WriteString(memoHeader(op))
-		code = "return answer_once(function()\n" + code + "\nend)\n"
+		b.WriteString(memoHeader(spec.memo))
 	}
-	if isAdmitting(op) {
-		b.WriteString(admitHeader)
+	at := sc.admitAt + 1
+	if sc.admit != nil {
+		b.WriteString(sc.admit.binding("ADMIT", at))
+		at += len(sc.admit.fields)
 	}
-	sc.bindings = strings.TrimPrefix(b.String(), "-- relayd script: "+string(op)+"\n")
-	sc.code = code
-	for _, d := range helpersFor(defs, code) {
-		b.WriteString(d.text)
-	}
-	b.WriteString("\n-- operation: " + string(op) + "\n")
+	b.WriteString(sc.args.binding("A", at))
+	return b.String()
+}
+
+// argsRead checks that code, and the helpers it uses, read the script's
+// arguments by exactly the names declared, and none by its place. Only
+// the helpers that read ARGV or a bound table are scanned: every store
+// open builds every script.
+func argsRead(sc *script, code string, used []helper) error {
+	var b strings.Builder
 	b.WriteString(code)
-	sc.source = b.String()
+	for _, d := range used {
+		if strings.Contains(d.text, "ARGV[") || strings.Contains(d.text, "A.") || strings.Contains(d.text, "ADMIT.") {
+			b.WriteString("\n" + d.text)
+		}
+	}
+	text := luaComment.ReplaceAllString(b.String(), "")
+	if m := argvByPlace.FindString(text); m != "" {
+		return fmt.Errorf("reads %s: arguments are read by name (A.<name>)", m)
+	}
+	uses := argUses(text)
+	if err := argsAgree("A", sc.args, uses["A"]); err != nil {
+		return err
+	}
+	if sc.admit != nil {
+		return argsAgree("ADMIT", sc.admit, uses["ADMIT"])
+	}
+	if len(uses["ADMIT"]) > 0 {
+		return fmt.Errorf("reads ADMIT but checks no admission")
+	}
+	return nil
+}
+
+// wrap makes the script's runners, as its entry says it may be retried.
+func wrap(sc *script, spec opSpec) {
 	switch {
-	case isListing(op), op == opBucket:
+	case spec.listing, spec.neverResent:
 		// The bucket too: a retry after a lost reply would take a second
 		// request, where a refusal costs the caller one retry.
 		// FCALL without the read-only flag or the retryable tag is the
 		// one script call valkey-go never re-sends by itself.
-		sc.run = newFcall(op, callPlain)
+		sc.run = newFcall(sc.op, callPlain)
 	case sc.readOnly:
-		sc.run = newFcall(op, callReadOnly)
+		sc.run = newFcall(sc.op, callReadOnly)
 	default:
 		// Retryable: every write script is safe to re-run with the same
 		// arguments, which is what a retry after a lost reply is.
-		sc.run = newFcall(op, callRetryable)
-		if isAdmitting(op) && !sc.remembers {
-			sc.once = newFcall(op, callPlain)
+		sc.run = newFcall(sc.op, callRetryable)
+		if spec.admits && !sc.remembers {
+			sc.once = newFcall(sc.op, callPlain)
 		}
 	}
-	return sc, nil
 }
 
 // A helper is one top-level definition (of the schema or the shared

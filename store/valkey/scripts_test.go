@@ -39,7 +39,7 @@ func TestScripts(t *testing.T) {
 		// operation is passed it.
 		for _, m := range keyRef.FindAllStringSubmatch(string(body), -1) {
 			k := m[1]
-			if !slices.Contains(scriptKeys(), k) && !(k == "memo" && s.remembers) && !(k == "bucket" && takesBucket(name)) && !(k == "routes" && takesRoutes(name)) {
+			if !slices.Contains(scriptKeys(), k) && !(k == "memo" && s.remembers) && !(k == "bucket" && operations[name].takesBucket()) && !(k == "routes" && operations[name].routes) {
 				t.Errorf("%s uses K.%s, which it is not passed", name, k)
 			}
 		}
@@ -81,10 +81,10 @@ func TestScripts(t *testing.T) {
 			t.Errorf("the shared helpers use K.%s, which no script is passed", m[1])
 		}
 	}
-	if _, err := loadScript("common", nil, nil); err == nil {
+	if _, err := loadScript("common", operations["common"], nil, "", nil, nil); err == nil {
 		t.Error("the shared helpers are not an operation")
 	}
-	if _, err := loadScript("nope", nil, nil); err == nil {
+	if _, err := loadScript("nope", operations["nope"], nil, "", nil, nil); err == nil {
 		t.Error("unknown operation loaded")
 	}
 	// Every file but the sections in common/ is an operation's script.

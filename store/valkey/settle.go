@@ -3,7 +3,6 @@ package valkey
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/byollm/relayd/protocol"
 	"github.com/byollm/relayd/store"
@@ -11,17 +10,10 @@ import (
 
 // SettleGrants implements store.RoutingStore: one settleGrants script for
 // the whole claim. It keeps no memo: a retry after a lost reply answers
-// alike from the state the first run left (answersAlike).
+// alike from the state the first run left (its entry in operations says alike).
 func (s *Store) SettleGrants(ctx context.Context, in store.SettleGrantsInput) ([]protocol.LeaseRef, error) {
-	args := make([]string, 0, 4+2*(len(in.Granted)+len(in.Refused)+len(in.Returned)))
-	args = append(args, in.RunnerID, strconv.FormatInt(max(in.RetryAfterMs, 0), 10),
-		strconv.Itoa(len(in.Granted)), strconv.Itoa(len(in.Refused)))
-	for _, list := range [][]protocol.LeaseRef{in.Granted, in.Refused, in.Returned} {
-		for _, l := range list {
-			args = append(args, l.JobID, l.LeaseID)
-		}
-	}
-	parts, err := s.execWrite(ctx, s.newCall(store.OpSettleGrants, args...))
+	parts, err := s.execWrite(ctx, s.newCall(settleGrantsArgs{Runner: in.RunnerID, Delay: max(in.RetryAfterMs, 0),
+		Granted: len(in.Granted), Refused: len(in.Refused), Grants: leasePairs(in.Granted, in.Refused, in.Returned)}))
 	if err != nil {
 		return nil, err
 	}

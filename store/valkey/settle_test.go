@@ -9,7 +9,7 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// The settle keeps no memo (answersAlike): after its reply is lost,
+// The settle keeps no memo (its entry in operations says alike): after its reply is lost,
 // valkey-go's re-run answers what the first run did, the granted lease
 // still current, and changes nothing (dropReply compares the whole store
 // before and after the retry, a second of store time later).

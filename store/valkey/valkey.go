@@ -81,8 +81,15 @@ type call struct {
 	keys []string
 	args []string
 	// charged says the call spends a rate request (its admission's
-	// Charge), which a re-send must not spend again.
-	charged bool
+	// Charge), which a re-send must not spend again; its flag is
+	// args[chargeAt].
+	charged  bool
+	chargeAt int
+	// err is set on a call built against its operation's entry (build),
+	// and unadmitted on an admitting write not passed through admitted:
+	// exec sends neither.
+	err        error
+	unadmitted bool
 }
 
 // NewFromClient returns a store on an existing client under a key prefix
@@ -125,16 +132,16 @@ func (s *Store) Prefix() string { return s.prefix }
 // owns the store's client still owns it; do not close it.
 func (s *Store) Client() valkey.Client { return s.client }
 
-// newCall builds a call of op with the fixed keys; a write that remembers
-// its answer is built by newWrite instead.
-func (s *Store) newCall(op store.Op, args ...string) call {
-	return call{op: op, keys: s.keys, args: args}
-}
-
 // exec runs a call, through a short outage too (execRetrying), and
 // returns its reply, or an error that is never a refusal: the store could
 // not answer, and the caller may retry.
 func (s *Store) exec(ctx context.Context, c call) (valkey.ValkeyMessage, error) {
+	if c.err != nil {
+		return valkey.ValkeyMessage{}, c.err
+	}
+	if c.unadmitted {
+		return valkey.ValkeyMessage{}, fmt.Errorf("valkey store: %s: sent without its admission", c.op)
+	}
 	if s.onCall != nil {
 		s.onCall(c)
 	}
@@ -227,7 +234,7 @@ func (s *Store) Close() error {
 
 // Now reads the store clock.
 func (s *Store) Now(ctx context.Context) (int64, error) {
-	msg, err := s.exec(ctx, s.newCall(store.OpNow))
+	msg, err := s.exec(ctx, s.newCall(nowArgs{}))
 	if err != nil {
 		return 0, err
 	}
@@ -262,8 +269,8 @@ func enqueueCall(s *Store, in store.EnqueueInput) (call, error) {
 	if err != nil {
 		return call{}, fmt.Errorf("valkey store: enqueue: encoding stub: %w", err)
 	}
-	return s.admitted(s.newWrite(store.OpEnqueue, in.SiteID, in.Stub.ID, in.SiteID, string(stub), in.Stub.Owner, in.Stub.Kind,
-		flag(store.OwnerOnly(in.Stub.Audience)), strconv.FormatInt(in.Stub.DeadlineAt, 10), proto(in.Proto)), "", in.Admit)
+	return s.admitted(s.newWrite(in.SiteID, enqueueArgs{ID: in.Stub.ID, Site: in.SiteID, Stub: string(stub), Owner: in.Stub.Owner,
+		Kind: in.Stub.Kind, OwnerOnly: store.OwnerOnly(in.Stub.Audience), Deadline: in.Stub.DeadlineAt, Proto: in.Proto}), "", in.Admit)
 }
 
 // proto is how a script reads a protocol tag.
@@ -277,15 +284,13 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		return nil, fmt.Errorf("valkey store: claim: encoding device: %w", err)
 	}
 	n := min(max(in.Max, 0), maxGrants)
-	args := make([]string, 0, 12+len(in.Kinds)+n)
-	args = append(args, in.RunnerID, in.Owner, string(device), strconv.FormatInt(in.LeaseMs, 10),
-		strconv.Itoa(protocol.AwaitingPayloadMs), strconv.Itoa(n), strconv.Itoa(s.settleBudget), flag(in.Touch), proto(in.Proto), flag(len(in.Routes) > 0), flag(in.Hold))
-	args = append(args, strconv.Itoa(len(in.Kinds)))
-	args = append(args, in.Kinds...)
-	for range n {
-		args = append(args, newUUID())
+	leases := make([]string, n)
+	for i := range leases {
+		leases[i] = newUUID()
 	}
-	c, err := s.admitted(s.newWrite(store.OpClaim, in.RunnerID, args...), in.RunnerID, in.Admit)
+	c, err := s.admitted(s.newWrite(in.RunnerID, claimArgs{Runner: in.RunnerID, Owner: in.Owner, Device: string(device),
+		LeaseMs: in.LeaseMs, WindowMs: protocol.AwaitingPayloadMs, Max: n, SettleBudget: s.settleBudget, Touch: in.Touch,
+		Proto: in.Proto, HasRoutes: len(in.Routes) > 0, Hold: in.Hold, Kinds: in.Kinds, Leases: leases}), in.RunnerID, in.Admit)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +321,8 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 
 // Fetch implements store.RoutingStore.
 func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.SealedEnvelope, error) {
-	parts, err := s.execAdmitted(ctx, s.newCall(store.OpFetch, in.JobID, in.RunnerID, in.LeaseID, flag(in.Touch), proto(in.Proto), in.SiteID, sitesArg(in.Sites)), in.RunnerID, in.Admit)
+	parts, err := s.execAdmitted(ctx, s.newCall(fetchArgs{ID: in.JobID, Runner: in.RunnerID, Lease: in.LeaseID, Touch: in.Touch,
+		Proto: in.Proto, Site: in.SiteID, Sites: sitesArg(in.Sites)}), in.RunnerID, in.Admit)
 	if err != nil {
 		return protocol.SealedEnvelope{}, err
 	}
@@ -336,7 +342,9 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 	if err != nil {
 		return store.ResultOutcome{}, fmt.Errorf("valkey store: result: encoding result: %w", err)
 	}
-	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpResult, in.RunnerID, in.JobID, in.RunnerID, in.LeaseID, string(env), in.Disposition, flag(in.Touch), in.Envelope.SenderKeyID, proto(in.Proto), in.SiteID, sitesArg(in.Sites)), in.RunnerID, in.Admit)
+	parts, err := s.execAdmitted(ctx, s.newWrite(in.RunnerID, resultArgs{ID: in.JobID, Runner: in.RunnerID, Lease: in.LeaseID,
+		Result: string(env), Disposition: in.Disposition, Touch: in.Touch, Sender: in.Envelope.SenderKeyID, Proto: in.Proto,
+		Site: in.SiteID, Sites: sitesArg(in.Sites)}), in.RunnerID, in.Admit)
 	if err != nil {
 		return store.ResultOutcome{}, err
 	}
@@ -348,11 +356,8 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 
 // Release implements store.RoutingStore.
 func (s *Store) Release(ctx context.Context, in store.ReleaseInput) ([]string, error) {
-	args := []string{in.RunnerID, in.Reason, proto(in.Proto), in.SiteID, strconv.FormatInt(max(in.RetryAfterMs, 0), 10), flag(in.Touch)}
-	for _, l := range in.Leases {
-		args = append(args, l.JobID, l.LeaseID)
-	}
-	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpRelease, in.RunnerID, args...), in.RunnerID, in.Admit)
+	parts, err := s.execAdmitted(ctx, s.newWrite(in.RunnerID, releaseArgs{Runner: in.RunnerID, Reason: in.Reason, Proto: in.Proto,
+		Site: in.SiteID, Delay: max(in.RetryAfterMs, 0), Touch: in.Touch, Grants: leasePairs(in.Leases)}), in.RunnerID, in.Admit)
 	if err != nil {
 		return nil, err
 	}
@@ -365,13 +370,14 @@ func (s *Store) Payload(ctx context.Context, in store.PayloadInput) error {
 	if err != nil {
 		return fmt.Errorf("valkey store: payload: encoding payload: %w", err)
 	}
-	_, err = s.execAdmitted(ctx, s.newWrite(store.OpPayload, in.SiteID, in.JobID, in.SiteID, string(env), in.Envelope.RecipientKeyID), "", in.Admit)
+	_, err = s.execAdmitted(ctx, s.newWrite(in.SiteID, payloadArgs{ID: in.JobID, Site: in.SiteID, Payload: string(env),
+		Recipient: in.Envelope.RecipientKeyID}), "", in.Admit)
 	return err
 }
 
 // Cancel implements store.RoutingStore.
 func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) {
-	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpCancel, in.SiteID, in.JobID, in.SiteID), "", in.Admit)
+	parts, err := s.execAdmitted(ctx, s.newWrite(in.SiteID, cancelArgs{ID: in.JobID, Site: in.SiteID}), "", in.Admit)
 	if err != nil {
 		return false, err
 	}
@@ -383,7 +389,7 @@ func (s *Store) Cancel(ctx context.Context, in store.CancelInput) (bool, error) 
 
 // CancelRequests implements store.RoutingStore.
 func (s *Store) CancelRequests(ctx context.Context, in store.CancelRequestsInput) ([]protocol.LeaseRef, error) {
-	parts, err := s.execWrite(ctx, s.newWrite(store.OpCancelRequests, in.RunnerID, in.RunnerID, proto(in.Proto)))
+	parts, err := s.execWrite(ctx, s.newWrite(in.RunnerID, cancelRequestsArgs{Runner: in.RunnerID, Proto: in.Proto}))
 	if err != nil {
 		return nil, err
 	}
@@ -404,11 +410,8 @@ func grantsOf(op store.Op, flat []string) ([]protocol.LeaseRef, error) {
 
 // Renew implements store.RoutingStore.
 func (s *Store) Renew(ctx context.Context, in store.RenewInput) (store.RenewResult, error) {
-	args := []string{in.RunnerID, strconv.FormatInt(in.LeaseMs, 10), proto(in.Proto), in.SiteID}
-	for _, l := range in.Leases {
-		args = append(args, l.JobID, l.LeaseID)
-	}
-	parts, err := s.execWrite(ctx, s.newWrite(store.OpRenew, in.RunnerID, args...))
+	parts, err := s.execWrite(ctx, s.newWrite(in.RunnerID, renewArgs{Runner: in.RunnerID, LeaseMs: in.LeaseMs, Proto: in.Proto,
+		Site: in.SiteID, Grants: leasePairs(in.Leases)}))
 	if err != nil {
 		return store.RenewResult{}, err
 	}
@@ -441,11 +444,9 @@ func renewal(op store.Op, framed string, leases []protocol.LeaseRef) (store.Rene
 
 // Heartbeat implements store.RoutingStore.
 func (s *Store) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store.HeartbeatResult, error) {
-	args := []string{in.RunnerID, proto(in.Proto), in.SiteID, flag(in.Touch), flag(in.Serving), strconv.FormatInt(in.LeaseMs, 10), strconv.Itoa(sweepBatch), sitesArg(in.Sites)}
-	for _, l := range in.Leases {
-		args = append(args, l.JobID, l.LeaseID)
-	}
-	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpHeartbeat, in.RunnerID, args...), in.RunnerID, in.Admit)
+	parts, err := s.execAdmitted(ctx, s.newWrite(in.RunnerID, heartbeatArgs{Runner: in.RunnerID, Proto: in.Proto, Site: in.SiteID,
+		Touch: in.Touch, Serving: in.Serving, LeaseMs: in.LeaseMs, Batch: sweepBatch, Sites: sitesArg(in.Sites),
+		Grants: leasePairs(in.Leases)}), in.RunnerID, in.Admit)
 	if err != nil {
 		return store.HeartbeatResult{}, err
 	}
@@ -476,8 +477,9 @@ func (s *Store) Pair(ctx context.Context, in store.PairInput) (store.Presence, e
 	if err != nil {
 		return store.Presence{}, fmt.Errorf("valkey store: pair: encoding device: %w", err)
 	}
-	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpPair, in.RunnerID, in.RunnerID, in.Owner, string(device),
-		string(in.Capabilities), flag(in.Capabilities != nil), string(in.Withheld), flag(in.Withheld != nil)), in.RunnerID, in.Admit)
+	parts, err := s.execAdmitted(ctx, s.newWrite(in.RunnerID, pairArgs{Runner: in.RunnerID, Owner: in.Owner, Device: string(device),
+		Caps: string(in.Capabilities), CapsGiven: in.Capabilities != nil, Withheld: string(in.Withheld),
+		WithheldGiven: in.Withheld != nil}), in.RunnerID, in.Admit)
 	if err != nil {
 		return store.Presence{}, err
 	}
@@ -501,7 +503,7 @@ func flag(b bool) string {
 
 // Touch implements store.RoutingStore.
 func (s *Store) Touch(ctx context.Context, in store.TouchInput) (bool, error) {
-	parts, err := s.execAdmitted(ctx, s.newWrite(store.OpTouch, in.RunnerID, in.RunnerID), in.RunnerID, in.Admit)
+	parts, err := s.execAdmitted(ctx, s.newWrite(in.RunnerID, touchArgs{Runner: in.RunnerID}), in.RunnerID, in.Admit)
 	if err != nil {
 		return false, err
 	}
@@ -514,8 +516,7 @@ func (s *Store) Touch(ctx context.Context, in store.TouchInput) (bool, error) {
 // Sweep implements store.RoutingStore. It settles at most a batch of due
 // entries per deadline index; call it again while it reports work.
 func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
-	parts, err := s.execWrite(ctx, s.newCall(store.OpSweep, strconv.Itoa(sweepBatch), strconv.Itoa(mendRoutes),
-		strconv.FormatInt(s.mendEvery.Milliseconds(), 10)))
+	parts, err := s.execWrite(ctx, s.newCall(sweepArgs{Batch: sweepBatch, Mend: mendRoutes, MendEvery: s.mendEvery.Milliseconds()}))
 	if err != nil {
 		return store.SweepResult{}, err
 	}
@@ -581,7 +582,7 @@ func jobsFrom(op store.Op, ms []valkey.ValkeyMessage, skipUnreadable bool) ([]st
 
 // Job implements store.RoutingStore.
 func (s *Store) Job(ctx context.Context, siteID, id string) (store.Job, bool, error) {
-	msg, err := s.exec(ctx, s.newCall(store.OpJob, siteID, id))
+	msg, err := s.exec(ctx, s.newCall(jobArgs{Site: siteID, ID: id}))
 	if err != nil {
 		return store.Job{}, false, err
 	}
@@ -649,11 +650,16 @@ func scorePages[T any](ctx context.Context, s *Store, op store.Op, limit, width 
 		if limit > 0 {
 			n = min(n, limit-len(out))
 		}
-		args := []string{after, strconv.Itoa(n)}
-		if op == store.OpJobs {
-			args = append(args, strconv.Itoa(listPageBytes))
+		var args opArgs
+		switch op {
+		case store.OpJobs:
+			args = jobsArgs{After: after, Page: n, Cap: listPageBytes}
+		case store.OpJobSummaries:
+			args = jobSummariesArgs{After: after, Page: n}
+		default:
+			args = runnersArgs{After: after, Page: n}
 		}
-		msg, err := s.exec(ctx, s.newCall(op, args...))
+		msg, err := s.exec(ctx, s.newCall(args))
 		if err != nil {
 			return nil, err
 		}
@@ -691,7 +697,7 @@ func (s *Store) siteJobs(ctx context.Context, op store.Op, siteID string) ([]sto
 	out := []store.Job{}
 	last := ""
 	for {
-		msg, err := s.exec(ctx, s.newCall(op, siteID, last, strconv.Itoa(readPage), strconv.Itoa(listPageBytes)))
+		msg, err := s.exec(ctx, s.newCall(pendingArgs{Site: siteID, After: last, Page: readPage, Cap: listPageBytes}))
 		if err != nil {
 			return nil, err
 		}
@@ -717,7 +723,7 @@ func (s *Store) siteJobs(ctx context.Context, op store.Op, siteID string) ([]sto
 
 // Presence implements store.RoutingStore.
 func (s *Store) Presence(ctx context.Context, runnerID string) (store.Presence, bool, error) {
-	msg, err := s.exec(ctx, s.newCall(store.OpPresence, runnerID))
+	msg, err := s.exec(ctx, s.newCall(presenceArgs{Runner: runnerID}))
 	if err != nil {
 		return store.Presence{}, false, err
 	}

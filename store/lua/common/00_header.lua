@@ -10,9 +10,12 @@
 -- DEVICE_KEY_ID, STUB_*) and the top-level definitions below that the
 -- operation uses (directly or through each other, in this order), then the
 -- operation's own file, so each rule below exists once and a call runs no
--- definition it does not need. A remembering write's header also binds
--- REQ_ID (taken off the front of ARGV), MEMO_ANSWERS and MEMO_BYTES,
--- and its file runs inside answer_once. This comment is not sent.
+-- definition it does not need. The header binds the operation's own
+-- arguments by name as A.<name> (generated from its params struct in
+-- store/valkey/ops.go); a remembering write's header also binds REQ_ID
+-- (ARGV[1]), MEMO_ANSWERS and MEMO_BYTES, and its file runs inside
+-- answer_once; an admitting write's binds ADMIT, which admit reads. No
+-- script reads ARGV by a literal place. This comment is not sent.
 --
 -- A job is keyed by (site, id): its job key is lenc(site) .. id (job_key),
 -- which names it in every hash and every index below. Replies name jobs by

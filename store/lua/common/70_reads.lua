@@ -31,18 +31,20 @@ local function results_version(site)
 end
 
 -- site_page reads a page of one site's jobs from a per-site lex index
--- (awaiting or finished). ARGV: site, last member read ('' for the start),
--- page size, page byte cap (records and results; one job always fits).
+-- (awaiting or finished): those of site after the last member read ('' for
+-- the start), at most page of them and of cap bytes (records and results;
+-- one job always fits).
 -- Reply: {last member, more '1'|'0', then id, record, false, result...}:
 -- the site sealed the payload itself and polls these listings, so they
 -- leave the payload out.
-local function site_page(index)
-  local prefix = list_prefix(ARGV[1])
+local function site_page(index, site, after, page, cap)
+  local prefix = list_prefix(site)
   local lo, hi = lex_range(prefix)
-  if ARGV[2] ~= '' then
-    lo = '(' .. ARGV[2]
+  if after ~= '' then
+    lo = '(' .. after
   end
-  local n, cap = tonumber(ARGV[3]), tonumber(ARGV[4])
+  local n = tonumber(page)
+  cap = tonumber(cap)
   local members = redis.call('ZRANGEBYLEX', index, lo, hi, 'LIMIT', 0, n)
   local ids, bytes, last = {}, 0, ''
   for _, m in ipairs(members) do
@@ -102,14 +104,14 @@ local function each_grant(now, proto, site, runner, first, visit)
   end
 end
 
--- score_page reads a page of a score-ordered index. ARGV: exclusive lower
--- bound on the score ('' for the start), page size. It returns the flat
--- {member, score...} page.
-local function score_page(index)
+-- score_page reads a page of a score-ordered index: at most page entries
+-- scored above after ('' for the start). It returns the flat {member,
+-- score...} page.
+local function score_page(index, after, page)
   local lo = '-inf'
-  if ARGV[1] ~= '' then
-    lo = '(' .. ARGV[1]
+  if after ~= '' then
+    lo = '(' .. after
   end
-  return redis.call('ZRANGEBYSCORE', index, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+  return redis.call('ZRANGEBYSCORE', index, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, tonumber(page))
 end
 
