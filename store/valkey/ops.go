@@ -480,14 +480,15 @@ func (s *Store) newWrite(caller string, p opArgs) call {
 func (s *Store) build(p opArgs, caller string, remembered bool) call {
 	op := p.op()
 	sc := s.scripts[op]
-	c := call{op: op, keys: s.keys, unadmitted: sc.admit != nil}
+	keys := s.opKeys[op]
+	c := call{op: op, keys: keys, unadmitted: sc.admit != nil}
 	if sc.remembers != remembered {
 		c.err = fmt.Errorf("valkey store: %s: built as remembering %v, its entry says %v", op, remembered, sc.remembers)
 		return c
 	}
 	n := 16 + len(sc.args.fields)
 	if sc.remembers {
-		c.keys = append(append(make([]string, 0, len(s.keys)+2), s.keys...), s.memoKey(op, caller))
+		c.keys = append(append(make([]string, 0, len(keys)+2), keys...), s.memoKey(op, caller))
 		c.args = append(make([]string, 0, n+1), newRequestID())
 	} else {
 		c.args = make([]string, 0, n)

@@ -19,9 +19,11 @@ import (
 // schema and helpers once and runs each operation's header and code per
 // call.
 //
-// Every script receives the keys of scriptKeys (less the test clock lever
-// on a production store: declaredKeys), in that order and under the
-// store's hash-tagged prefix, then those its entry in operations (ops.go)
+// Every script receives those keys of scriptKeys (less the test clock
+// lever on a production store: declaredKeys) that it or a helper it uses
+// reads (keysRead), in that order and under the store's hash-tagged
+// prefix: sending and binding all 40 on every call cost a sixth of a
+// job's server instructions. Then come those its entry in operations (ops.go)
 // names: its caller's memo of the operation for a write that remembers
 // its answer (memo.go), the rate bucket for one that checks an admission,
 // a claim's route list. Its ARGV is a request id (remembering writes), an
@@ -52,7 +54,10 @@ type script struct {
 	// the definitions: the library's function of op is made of the two
 	// (functions.go).
 	bindings, code string
-	run            executor
+	// keyNames are the names of the fixed keys the script receives, in
+	// order, before its memo, bucket and routes (keysRead).
+	keyNames []string
+	run      executor
 	// once is run for a charged call of an admitting write that keeps no
 	// memo (fetch): valkey-go never re-sends it, since a re-run after a
 	// lost reply would spend a second request; the caller retries, and
@@ -198,8 +203,9 @@ func loadScript(op store.Op, spec opSpec, admit *argPlan, body string, defs []he
 	if err := argsRead(sc, code, used); err != nil {
 		return nil, fmt.Errorf("valkey store: %s: %w", op, err)
 	}
+	sc.keyNames = keysRead(code, used, keys)
 	var b strings.Builder
-	b.WriteString(keyHeader(op, spec, keys))
+	b.WriteString(keyHeader(op, spec, sc.keyNames))
 	b.WriteString(argHeader(sc, spec))
 	sc.bindings = strings.TrimPrefix(b.String(), "-- relayd script: "+string(op)+"\n")
 	sc.code = code
@@ -212,6 +218,31 @@ func loadScript(op store.Op, spec opSpec, admit *argPlan, body string, defs []he
 	wrap(sc, spec)
 	return sc, nil
 }
+
+// keysRead are the names of keys, in keys' order, that code or the
+// helpers it uses read as K.<name>. A script that indexed K by a computed
+// name could read any of them, so it gets them all.
+func keysRead(code string, used []helper, keys []string) []string {
+	var b strings.Builder
+	b.WriteString(code)
+	for _, d := range used {
+		b.WriteString("\n" + d.text)
+	}
+	text := luaComment.ReplaceAllString(b.String(), "")
+	if keyByComputedName.MatchString(text) {
+		return keys
+	}
+	read := map[string]bool{}
+	for _, m := range keyByName.FindAllStringSubmatch(text, -1) {
+		read[m[1]] = true
+	}
+	return slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return !read[k] })
+}
+
+var (
+	keyByName         = regexp.MustCompile(`\bK\.([A-Za-z_][A-Za-z0-9_]*)`)
+	keyByComputedName = regexp.MustCompile(`\bK\s*\[`)
+)
 
 // keyHeader binds K to the keys op receives: keys, then its caller's
 // memo, its rate bucket and its route list, each when its entry says so.

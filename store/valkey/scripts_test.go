@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/lua"
 )
@@ -68,7 +70,8 @@ func TestScripts(t *testing.T) {
 		if s.remembers != strings.Contains(s.source, "return answer_once(function()") {
 			t.Errorf("%s: remembers is %v but the script says otherwise", name, s.remembers)
 		}
-		if !strings.Contains(s.source, "KEYS[") {
+		// A script that reads no key (now, on TIME alone) still binds K.
+		if !strings.Contains(s.source, "local K = {") {
 			t.Errorf("%s has no key header", name)
 		}
 	}
@@ -163,4 +166,26 @@ func luaSources(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestScriptsReceiveOnlyTheKeysTheyRead: each script is sent the fixed
+// keys it or its helpers read, not all of them, and its header binds
+// exactly those; a read-only listing reads far fewer than a claim.
+func TestScriptsReceiveOnlyTheKeysTheyRead(t *testing.T) {
+	scripts, err := loadScripts()
+	require.NoError(t, err)
+	all := declaredKeys(false)
+	for op, sc := range scripts {
+		for _, k := range sc.keyNames {
+			require.Contains(t, all, k, op)
+			require.Contains(t, sc.source, "K."+k, "%s receives %s, which it never reads", op, k)
+		}
+		for _, k := range all {
+			if !slices.Contains(sc.keyNames, k) {
+				require.NotContains(t, sc.bindings, " "+k+" = KEYS[", "%s binds %s without receiving it", op, k)
+			}
+		}
+	}
+	require.Less(t, len(scripts[store.OpNow].keyNames), len(all)/4, "now reads the clock alone")
+	require.Less(t, len(scripts[opResultsVersion].keyNames), len(scripts[store.OpClaim].keyNames))
 }

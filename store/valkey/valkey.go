@@ -45,10 +45,12 @@ const mendEvery = time.Second
 
 // Store is the Valkey RoutingStore. It is safe for concurrent use.
 type Store struct {
-	client  valkey.Client
-	owned   bool
-	prefix  string
-	keys    []string
+	client valkey.Client
+	owned  bool
+	prefix string
+	keys   []string
+	// opKeys are, per operation, the keys of keys its script reads.
+	opKeys  map[store.Op][]string
 	scripts map[store.Op]*script
 	results *resultsCache
 	// routeLists remembers the claims' route lists this replica stored.
@@ -114,6 +116,14 @@ func newFromClient(client valkey.Client, prefix string, testClock bool) (*Store,
 		routeLists: newRouteLists()}
 	for _, k := range declaredKeys(testClock) {
 		s.keys = append(s.keys, prefix+keySuffix(k))
+	}
+	s.opKeys = make(map[store.Op][]string, len(scripts))
+	for op, sc := range scripts {
+		keys := make([]string, 0, len(sc.keyNames))
+		for _, k := range sc.keyNames {
+			keys = append(keys, prefix+keySuffix(k))
+		}
+		s.opKeys[op] = keys
 	}
 	return s, nil
 }
