@@ -26,8 +26,6 @@ const maxFuncLines = 80
 // list never names one that no longer needs it. No production function is
 // excused.
 var longTestFuncs = []string{
-	"plane/refusals_test.go:TestEveryA16RefusalByteForByte",
-	"plane/v2_refusals_test.go:TestV2_EveryRefusal",
 	"store/valkey/bench_test.go:BenchmarkOperations",
 	"store/valkey/differential_test.go:diff.step",
 	"store/valkey/outage_test.go:TestCallsRideOutAShortRestart",
