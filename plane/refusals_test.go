@@ -5,6 +5,7 @@ package plane_test
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,14 +58,30 @@ func (b *bundle) payloadBody(t *testing.T, jobID string) []byte {
 	return mustJSON(t, protocol.PayloadRequest{SiteID: siteMain, JobID: jobID, Envelope: env})
 }
 
+// a16Case is one refusal of A16: what to set up and send, and the exact
+// answer.
+type a16Case struct {
+	name   string
+	opts   *setupOpts
+	send   func(t *testing.T, b *bundle) peer.RawResponse
+	status int
+	body   func(b *bundle) string
+}
+
 func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
-	cases := []struct {
-		name   string
-		opts   *setupOpts
-		send   func(t *testing.T, b *bundle) peer.RawResponse
-		status int
-		body   func(b *bundle) string
-	}{
+	cases := slices.Concat(a16AuthRefusals(), a16RequestRefusals(), a16PairRefusals(), a16SiteWriteRefusals())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eachStore(t, tc.opts, func(t *testing.T, b *bundle) {
+				requireAnswer(t, tc.send(t, b), tc.status, tc.body(b))
+			})
+		})
+	}
+}
+
+// a16AuthRefusals are A16 #1–#7: the path, the signature and who signs.
+func a16AuthRefusals() []a16Case {
+	return []a16Case{
 		{"01 unknown path", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/literally/anything/claim"})
 		}, 404, fixed(bodyNotFoundPath)},
@@ -110,6 +127,13 @@ func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
 			require.NoError(t, err)
 			return resp
 		}, 403, fixed(bodyRevoked)},
+	}
+}
+
+// a16RequestRefusals are A16 #8–#16: the body, whose it is, and the job
+// and lease it names.
+func a16RequestRefusals() []a16Case {
+	return []a16Case{
 		{"08 daemon schema", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			resp, err := b.paired(t, "alice").Do(b.ctx, "claim", []byte(`{"protocolVersion":"0","runnerId":"runner_alice","capabilities":[],"max":65}`))
 			require.NoError(t, err)
@@ -176,6 +200,12 @@ func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
 			require.NoError(t, err)
 			return resp
 		}, 409, fixed(bodyNotReady)},
+	}
+}
+
+// a16PairRefusals are A16 #17–#22: the refusals of POST /byollm/pair.
+func a16PairRefusals() []a16Case {
+	return []a16Case{
 		{"17 pair schema: a device-code pairing body", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return postPair(t, b, []byte(`{"protocolVersion":"0","owner":"alice","device":`+string(mustJSON(t, b.keys["alice"].Public()))+`,"deviceName":"laptop"}`))
 		}, 400, fixed(bodyPairSchema)},
@@ -196,6 +226,13 @@ func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
 		{"22 pair device approved for another owner", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return postPair(t, b, pairBody(t, "bob", b.keys["alice"].Public()))
 		}, 403, fixed(bodyDeviceOtherOwner)},
+	}
+}
+
+// a16SiteWriteRefusals are A16 #23–#26: the refusals of a site's
+// enqueue and payload.
+func a16SiteWriteRefusals() []a16Case {
+	return []a16Case{
 		{"23 stub naming another site's key", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", enqueueBody(t, siteMain, b.stub(t, "j", "alice", namedSite("BYOLLM-0000-0000-0000-0000-0000-0000"))))
 		}, 403, fixed(bodyStubWrongSite)},
@@ -224,13 +261,6 @@ func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
 			b.seal(t, c, `{"prompt":"p"}`)
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "payload", b.payloadBody(t, "job-1"))
 		}, 409, fixed(bodyTooLate(store.Ready))},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			eachStore(t, tc.opts, func(t *testing.T, b *bundle) {
-				requireAnswer(t, tc.send(t, b), tc.status, tc.body(b))
-			})
-		})
 	}
 }
 

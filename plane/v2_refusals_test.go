@@ -2,6 +2,7 @@ package plane_test
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,20 +28,48 @@ func fixturePair(owner string, device protocol.PublicIdentity) map[string]any {
 	return map[string]any{"protocolVersion": "2", "owner": owner, "device": device}
 }
 
+// v2Refusal is one row of §3.17: what to set up and send, and the exact
+// answer ("" for the clock-skew body, which names the relay's time).
+type v2Refusal struct {
+	row    string
+	opts   *setupOpts
+	send   func(t *testing.T, b *bundle) peer.RawResponse
+	status int
+	body   string
+}
+
 // Every refusal of spec §3.17 the relay can give, with its exact body. Rows
 // 2 and 3 (the debug page) are relayd's admin listener's (difference E);
 // rows 31-35 need an enqueue policy relayd does not have (D5).
 func TestV2_EveryRefusal(t *testing.T) {
-	noDeviceCode := &setupOpts{Protocols: plane.Protocols{V0: true, V2: true}}
-	withFloor := bothProtocols()
-	withFloor.V2.DaemonFloor = "0.1.1"
-	for _, tc := range []struct {
-		row    string
-		opts   *setupOpts
-		send   func(t *testing.T, b *bundle) peer.RawResponse
-		status int
-		body   string
-	}{
+	for _, tc := range slices.Concat(v2CallRefusals(), v2JobAndPairRefusals()) {
+		t.Run(tc.row, func(t *testing.T) {
+			opts := tc.opts
+			if opts == nil {
+				opts = bothProtocols()
+			}
+			eachStore(t, opts, func(t *testing.T, b *bundle) {
+				resp := tc.send(t, b)
+				body := tc.body
+				if body == "" {
+					body = bodyClockSkew(b.relayNow())
+				}
+				requireAnswer(t, resp, tc.status, body)
+				require.Empty(t, resp.Header.Get("Retry-After"), "only D1's refusals say when to come back")
+				if body != bodyNotFoundPath {
+					// The 0.1.1 daemon reads refusals strictly (§3.18).
+					_, err := proto2.DecodeWireError(resp.Body)
+					require.NoError(t, err, "a WireError: %s", resp.Body)
+				}
+			})
+		})
+	}
+}
+
+// v2CallRefusals are rows 1-15: the path, the version, the signature,
+// the body and whose it is.
+func v2CallRefusals() []v2Refusal {
+	return []v2Refusal{
 		{"1 unknown path", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/byollm/nothing?protocolVersion=2"})
 		}, 404, bodyNotFoundPath},
@@ -99,6 +128,16 @@ func TestV2_EveryRefusal(t *testing.T) {
 		{"15 runner id is not the key's", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return b.device2(t, "alice").post(t, "claim", proto2.ClaimRequest{ProtocolVersion: "2", RunnerID: "runner_bob", Capabilities: capabilities2(), Max: 1})
 		}, 403, `{"error":"forbidden","message":"runner id does not match the key"}`},
+	}
+}
+
+// v2JobAndPairRefusals are rows 16-37: the job and lease a call names, the
+// envelope's size, the daemon floor, pairing and a site's writes.
+func v2JobAndPairRefusals() []v2Refusal {
+	noDeviceCode := &setupOpts{Protocols: plane.Protocols{V0: true, V2: true}}
+	withFloor := bothProtocols()
+	withFloor.V2.DaemonFloor = "0.1.1"
+	return []v2Refusal{
 		{"16 unknown job", nil, func(t *testing.T, b *bundle) peer.RawResponse {
 			return b.device2(t, "alice").fetch(t, "nothing", "lease")
 		}, 404, bodyUnknownJob},
@@ -167,26 +206,5 @@ func TestV2_EveryRefusal(t *testing.T) {
 			site.enqueued(t, site.stub2(t, "job-1", "alice"))
 			return site.payload(t, "job-1", envelopeOf(t, 200, "r", "s", "payload"))
 		}, 409, bodyTooLate("queued")},
-	} {
-		t.Run(tc.row, func(t *testing.T) {
-			opts := tc.opts
-			if opts == nil {
-				opts = bothProtocols()
-			}
-			eachStore(t, opts, func(t *testing.T, b *bundle) {
-				resp := tc.send(t, b)
-				body := tc.body
-				if body == "" {
-					body = bodyClockSkew(b.relayNow())
-				}
-				requireAnswer(t, resp, tc.status, body)
-				require.Empty(t, resp.Header.Get("Retry-After"), "only D1's refusals say when to come back")
-				if body != bodyNotFoundPath {
-					// The 0.1.1 daemon reads refusals strictly (§3.18).
-					_, err := proto2.DecodeWireError(resp.Body)
-					require.NoError(t, err, "a WireError: %s", resp.Body)
-				}
-			})
-		})
 	}
 }

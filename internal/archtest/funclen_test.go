@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -18,21 +17,6 @@ import (
 // maxFuncLines is the most lines a function may take, from its func
 // keyword to its closing brace.
 const maxFuncLines = 80
-
-// longTestFuncs are the test functions that were already longer than
-// maxFuncLines when the rule came, in packages others were changing at the
-// time. Each is to be split by meaning and then dropped from this list,
-// which may only shrink: a listed function that fits fails too, so the
-// list never names one that no longer needs it. No production function is
-// excused.
-var longTestFuncs = []string{
-	"plane/refusals_test.go:TestEveryA16RefusalByteForByte",
-	"plane/v2_refusals_test.go:TestV2_EveryRefusal",
-	"store/valkey/bench_test.go:BenchmarkOperations",
-	"store/valkey/differential_test.go:diff.step",
-	"store/valkey/outage_test.go:TestCallsRideOutAShortRestart",
-	"store/valkey/valkey_test.go:TestEveryWriteIsSafeToRerun",
-}
 
 // longFunc is a function over maxFuncLines.
 type longFunc struct {
@@ -53,18 +37,8 @@ func TestNoFunctionIsLong(t *testing.T) {
 	for _, rel := range files {
 		found = append(found, longFuncsIn(t, root, rel)...)
 	}
-	seen := map[string]bool{}
 	for _, f := range found {
-		seen[f.key] = true
-		if slices.Contains(longTestFuncs, f.key) {
-			continue
-		}
 		t.Errorf("%s: %s is %d lines, over %d: split it by meaning", f.where, f.key[strings.Index(f.key, ":")+1:], f.lines, maxFuncLines)
-	}
-	for _, key := range longTestFuncs {
-		if !seen[key] {
-			t.Errorf("%s is no longer over %d lines (or is gone): drop it from longTestFuncs", key, maxFuncLines)
-		}
 	}
 }
 

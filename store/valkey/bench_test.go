@@ -180,6 +180,15 @@ func BenchmarkOperations(b *testing.B) {
 			}
 		}
 	})
+	benchJobLifecycle(ctx, b, s, tag)
+	benchLeaseEnds(ctx, b, s, tag)
+	benchRunnersAndSweep(ctx, b, s)
+	benchReads(ctx, b, s)
+}
+
+// benchJobLifecycle measures a job's way from enqueue to result: the
+// site's writes and the runner's claim, fetch and result.
+func benchJobLifecycle(ctx context.Context, b *testing.B, s *Store, tag func() string) {
 	b.Run("Enqueue", func(b *testing.B) {
 		t := tag()
 		now, _ := s.Now(ctx)
@@ -226,6 +235,11 @@ func BenchmarkOperations(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchLeaseEnds measures the other ways a lease ends or goes on: release,
+// renew, cancel and the runner's read of its cancel requests.
+func benchLeaseEnds(ctx context.Context, b *testing.B, s *Store, tag func() string) {
 	b.Run("Release", func(b *testing.B) {
 		cs := claimedN(b, s, tag(), b.N)
 		b.ResetTimer()
@@ -265,6 +279,11 @@ func BenchmarkOperations(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchRunnersAndSweep measures pairing, the presence touch and a sweep
+// with nothing due.
+func benchRunnersAndSweep(ctx context.Context, b *testing.B, s *Store) {
 	b.Run("Pair", func(b *testing.B) {
 		for i := range b.N {
 			if _, err := s.Pair(ctx, store.PairInput{RunnerID: "runner-" + strconv.Itoa(i%1000), Owner: "alice", Device: testDevice}); err != nil {
@@ -286,6 +305,11 @@ func BenchmarkOperations(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchReads measures the reads: one job (r2-0, the first Claim64 filled),
+// the listings and presence.
+func benchReads(ctx context.Context, b *testing.B, s *Store) {
 	b.Run("Job", func(b *testing.B) {
 		for range b.N {
 			if _, _, err := s.Job(ctx, testSite, "r2-0"); err != nil {

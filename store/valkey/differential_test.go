@@ -149,129 +149,194 @@ func (d *diff) someGrant() (grant, bool) {
 	return d.grants[d.rnd.IntN(len(d.grants))], true
 }
 
+// step runs one random operation on both stores and compares their
+// answers.
 func (d *diff) step(step int) {
-	t, ctx, r := d.t, d.t.Context(), d.rnd
-	op := r.IntN(13)
+	op := d.rnd.IntN(13)
 	d.history = append(d.history, fmt.Sprintf("step %d op %d now %d", step, op, d.now()))
 	switch op {
 	case 0, 1, 2:
-		p := pick(r, diffProtos)
-		st := protocol.JobStub{ID: d.jobID(), Kind: pick(r, diffKinds), Owner: pick(r, diffOwners), Site: "S",
-			Audience: pick(r, diffAudiences[p]), SizeClass: "small", DeadlineAt: d.now() + int64(r.IntN(120_000)) - 5_000}
-		in := store.EnqueueInput{SiteID: pick(r, diffSites), Proto: p, Stub: st}
-		vr, ve := d.vk.Enqueue(ctx, in)
-		mr, me := d.mem.Enqueue(ctx, in)
-		d.sameErr("enqueue", ve, me)
-		require.Equal(t, mr, vr, "step %d enqueue", step)
+		d.enqueueBoth(step)
 	case 3, 4:
-		rn := pick(r, diffRunners)
-		in := store.ClaimInput{Proto: pick(r, diffProtos), RunnerID: rn.id, Owner: rn.owner, Device: protocol.PublicIdentity{Identity: rn.id},
-			Kinds: subset(r, diffKinds), Max: r.IntN(7), LeaseMs: int64(2_000 + r.IntN(40_000))}
-		for _, o := range subset(r, diffOwners) {
-			in.Routes = append(in.Routes, store.Route{SiteID: pick(r, diffSites), Owner: o})
-		}
-		vc, ve := d.vk.Claim(ctx, in)
-		mc, me := d.mem.Claim(ctx, in)
-		d.sameErr("claim", ve, me)
-		require.Equal(t, len(mc), len(vc), "step %d claim %+v", step, in)
-		for i := range mc {
-			require.Equal(t, mc[i].JobStub, vc[i].JobStub, "step %d claim order", step)
-			require.Equal(t, mc[i].Lease.ExpiresAt, vc[i].Lease.ExpiresAt)
-			d.leases[vc[i].Lease.ID] = mc[i].Lease.ID
-			if in.Proto == store.Proto2 {
-				d.seen.grants2++
-			}
-			d.grants = append(d.grants, grant{proto: in.Proto, job: mc[i].ID, site: d.siteOfLease(mc[i].Lease.ID), runner: rn.id, vkID: vc[i].Lease.ID, memID: mc[i].Lease.ID})
-		}
+		d.claimBoth(step)
 	case 5:
-		rn, p, site := pick(r, diffRunners), pick(r, diffProtos), pick(r, diffSites)
-		vl, ml, siteArg := d.someLeases(rn.id, p, site)
-		reason := pick(r, []string{protocol.ReasonRefused, protocol.ReasonShutdown, ""})
-		var delay int64
-		if r.IntN(3) == 0 {
-			delay = int64(r.IntN(20_000))
-		}
-		vr, ve := d.vk.Release(ctx, store.ReleaseInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: vl, Reason: reason, RetryAfterMs: delay})
-		mr, me := d.mem.Release(ctx, store.ReleaseInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: ml, Reason: reason, RetryAfterMs: delay})
-		d.sameErr("release", ve, me)
-		require.Equal(t, mr, vr, "step %d release", step)
+		d.releaseBoth(step)
 	case 6:
-		in := store.PayloadInput{JobID: fmt.Sprintf("job-%d", r.IntN(d.nextID+1)), SiteID: pick(r, diffSites), Envelope: env("payload", "x")}
-		if g, ok := d.someGrant(); ok && r.IntN(3) > 0 {
-			in.JobID = g.job
-		}
-		d.sameErr("seal", d.vk.Payload(ctx, in), d.mem.Payload(ctx, in))
+		d.payloadBoth()
 	case 7:
-		g, ok := d.someGrant()
-		if !ok {
-			return
-		}
-		vk, mem := d.leaseInputs(g)
-		vp, ve := d.vk.Fetch(ctx, vk)
-		mp, me := d.mem.Fetch(ctx, mem)
-		d.sameErr("take", ve, me)
-		require.Equal(t, mp, vp)
+		d.fetchBoth()
 	case 8:
-		g, ok := d.someGrant()
-		if !ok {
-			return
-		}
-		e, disp := env("result", fmt.Sprint(step)), pick(r, []string{"ok", "error"})
-		vk, mem := d.leaseInputs(g)
-		vr, ve := d.vk.Result(ctx, store.ResultInput{LeaseInput: vk, Envelope: e, Disposition: disp})
-		mr, me := d.mem.Result(ctx, store.ResultInput{LeaseInput: mem, Envelope: e, Disposition: disp})
-		d.sameErr("complete", ve, me)
-		require.Equal(t, mr, vr)
+		d.resultBoth(step)
 	case 9:
-		in := store.CancelInput{JobID: fmt.Sprintf("job-%d", r.IntN(d.nextID+1)), SiteID: pick(r, diffSites)}
-		vr, ve := d.vk.Cancel(ctx, in)
-		mr, me := d.mem.Cancel(ctx, in)
-		d.sameErr("cancel", ve, me)
-		require.Equal(t, mr, vr)
+		d.cancelBoth()
 	case 10:
-		rn, p := pick(r, diffRunners), pick(r, diffProtos)
-		vr, ve := d.vk.CancelRequests(ctx, store.CancelRequestsInput{Proto: p, RunnerID: rn.id})
-		mr, me := d.mem.CancelRequests(ctx, store.CancelRequestsInput{Proto: p, RunnerID: rn.id})
-		d.sameErr("cancelRequests", ve, me)
-		require.Equal(t, grantJobs(mr), grantJobs(vr), "step %d cancelRequests", step)
-		require.Equal(t, mr, d.memLeases(vr), "step %d cancelRequests grants", step)
-		vl, ml, siteArg := d.someLeases(rn.id, p, pick(r, diffSites))
-		leaseMs := int64(1_000 + r.IntN(30_000))
-		vn, ve := d.vk.Renew(ctx, store.RenewInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: vl, LeaseMs: leaseMs})
-		mn, me := d.mem.Renew(ctx, store.RenewInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: ml, LeaseMs: leaseMs})
-		d.sameErr("renew", ve, me)
-		require.Equal(t, mn.Renewed, vn.Renewed, "step %d renew", step)
-		require.Equal(t, grantJobs(mn.Lost), grantJobs(vn.Lost), "step %d renew lost", step)
+		d.cancelRequestsAndRenewBoth(step)
 	case 11:
-		liveVk, liveMem := d.ids(d.vk), d.ids(d.mem)
-		vr, ve := d.vk.Sweep(ctx)
-		mr, me := d.mem.Sweep(ctx)
-		d.sameErr("sweep", ve, me)
-		require.Equal(t, mr.Requeued, vr.Requeued, "step %d sweep requeued", step)
-		d.seen.lapses += len(vr.Lapsed)
-		require.Equal(t, slices.Clip(append([]string{}, mr.Lapsed...)), slices.Clip(append([]string{}, vr.Lapsed...)), "step %d sweep lapsed", step)
-		// Each store reports only what it dropped itself, and they drop the
-		// same jobs among those both still held.
-		afterVk, afterMem := d.ids(d.vk), d.ids(d.mem)
-		var vkDrops, memDrops []string
-		for _, id := range vr.Expired {
-			require.Less(t, afterVk[id], liveVk[id], "step %d: valkey reports %s expired without dropping it", step, id)
-			if liveMem[id] > 0 {
-				vkDrops = append(vkDrops, id)
-			}
-		}
-		for _, id := range mr.Expired {
-			require.Less(t, afterMem[id], liveMem[id], "step %d: memory reports %s expired without dropping it", step, id)
-			if liveVk[id] > 0 {
-				memDrops = append(memDrops, id)
-			}
-		}
-		require.ElementsMatch(t, memDrops, vkDrops, "step %d sweep expired (memory said %v, valkey %v)", step, mr.Expired, vr.Expired)
+		d.sweepBoth(step)
 	case 12:
-		dt := time.Duration(r.IntN(15_000)) * time.Millisecond
-		advance(t, d.vk, dt)
-		d.clk.Advance(dt)
+		d.advanceBoth()
 	}
+}
+
+// enqueueBoth enqueues one random stub in both stores.
+func (d *diff) enqueueBoth(step int) {
+	t, ctx, r := d.t, d.t.Context(), d.rnd
+	p := pick(r, diffProtos)
+	st := protocol.JobStub{ID: d.jobID(), Kind: pick(r, diffKinds), Owner: pick(r, diffOwners), Site: "S",
+		Audience: pick(r, diffAudiences[p]), SizeClass: "small", DeadlineAt: d.now() + int64(r.IntN(120_000)) - 5_000}
+	in := store.EnqueueInput{SiteID: pick(r, diffSites), Proto: p, Stub: st}
+	vr, ve := d.vk.Enqueue(ctx, in)
+	mr, me := d.mem.Enqueue(ctx, in)
+	d.sameErr("enqueue", ve, me)
+	require.Equal(t, mr, vr, "step %d enqueue", step)
+}
+
+// claimBoth has a random runner claim in both stores and records the
+// grants, which must match.
+func (d *diff) claimBoth(step int) {
+	t, ctx, r := d.t, d.t.Context(), d.rnd
+	rn := pick(r, diffRunners)
+	in := store.ClaimInput{Proto: pick(r, diffProtos), RunnerID: rn.id, Owner: rn.owner, Device: protocol.PublicIdentity{Identity: rn.id},
+		Kinds: subset(r, diffKinds), Max: r.IntN(7), LeaseMs: int64(2_000 + r.IntN(40_000))}
+	for _, o := range subset(r, diffOwners) {
+		in.Routes = append(in.Routes, store.Route{SiteID: pick(r, diffSites), Owner: o})
+	}
+	vc, ve := d.vk.Claim(ctx, in)
+	mc, me := d.mem.Claim(ctx, in)
+	d.sameErr("claim", ve, me)
+	require.Equal(t, len(mc), len(vc), "step %d claim %+v", step, in)
+	for i := range mc {
+		require.Equal(t, mc[i].JobStub, vc[i].JobStub, "step %d claim order", step)
+		require.Equal(t, mc[i].Lease.ExpiresAt, vc[i].Lease.ExpiresAt)
+		d.leases[vc[i].Lease.ID] = mc[i].Lease.ID
+		if in.Proto == store.Proto2 {
+			d.seen.grants2++
+		}
+		d.grants = append(d.grants, grant{proto: in.Proto, job: mc[i].ID, site: d.siteOfLease(mc[i].Lease.ID), runner: rn.id, vkID: vc[i].Lease.ID, memID: mc[i].Lease.ID})
+	}
+}
+
+// releaseBoth releases some of a runner's leases in both stores, now and
+// then with a not-before.
+func (d *diff) releaseBoth(step int) {
+	t, ctx, r := d.t, d.t.Context(), d.rnd
+	rn, p, site := pick(r, diffRunners), pick(r, diffProtos), pick(r, diffSites)
+	vl, ml, siteArg := d.someLeases(rn.id, p, site)
+	reason := pick(r, []string{protocol.ReasonRefused, protocol.ReasonShutdown, ""})
+	var delay int64
+	if r.IntN(3) == 0 {
+		delay = int64(r.IntN(20_000))
+	}
+	vr, ve := d.vk.Release(ctx, store.ReleaseInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: vl, Reason: reason, RetryAfterMs: delay})
+	mr, me := d.mem.Release(ctx, store.ReleaseInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: ml, Reason: reason, RetryAfterMs: delay})
+	d.sameErr("release", ve, me)
+	require.Equal(t, mr, vr, "step %d release", step)
+}
+
+// payloadBoth seals a payload in both stores, mostly for a granted job.
+func (d *diff) payloadBoth() {
+	ctx, r := d.t.Context(), d.rnd
+	in := store.PayloadInput{JobID: fmt.Sprintf("job-%d", r.IntN(d.nextID+1)), SiteID: pick(r, diffSites), Envelope: env("payload", "x")}
+	if g, ok := d.someGrant(); ok && r.IntN(3) > 0 {
+		in.JobID = g.job
+	}
+	d.sameErr("seal", d.vk.Payload(ctx, in), d.mem.Payload(ctx, in))
+}
+
+// fetchBoth fetches a granted job's payload from both stores.
+func (d *diff) fetchBoth() {
+	t, ctx := d.t, d.t.Context()
+	g, ok := d.someGrant()
+	if !ok {
+		return
+	}
+	vk, mem := d.leaseInputs(g)
+	vp, ve := d.vk.Fetch(ctx, vk)
+	mp, me := d.mem.Fetch(ctx, mem)
+	d.sameErr("take", ve, me)
+	require.Equal(t, mp, vp)
+}
+
+// resultBoth posts a result for a granted job to both stores.
+func (d *diff) resultBoth(step int) {
+	t, ctx, r := d.t, d.t.Context(), d.rnd
+	g, ok := d.someGrant()
+	if !ok {
+		return
+	}
+	e, disp := env("result", fmt.Sprint(step)), pick(r, []string{"ok", "error"})
+	vk, mem := d.leaseInputs(g)
+	vr, ve := d.vk.Result(ctx, store.ResultInput{LeaseInput: vk, Envelope: e, Disposition: disp})
+	mr, me := d.mem.Result(ctx, store.ResultInput{LeaseInput: mem, Envelope: e, Disposition: disp})
+	d.sameErr("complete", ve, me)
+	require.Equal(t, mr, vr)
+}
+
+// cancelBoth cancels a random job in both stores.
+func (d *diff) cancelBoth() {
+	t, ctx, r := d.t, d.t.Context(), d.rnd
+	in := store.CancelInput{JobID: fmt.Sprintf("job-%d", r.IntN(d.nextID+1)), SiteID: pick(r, diffSites)}
+	vr, ve := d.vk.Cancel(ctx, in)
+	mr, me := d.mem.Cancel(ctx, in)
+	d.sameErr("cancel", ve, me)
+	require.Equal(t, mr, vr)
+}
+
+// cancelRequestsAndRenewBoth reads a runner's cancel requests from both
+// stores, then renews some of its leases in both.
+func (d *diff) cancelRequestsAndRenewBoth(step int) {
+	t, ctx, r := d.t, d.t.Context(), d.rnd
+	rn, p := pick(r, diffRunners), pick(r, diffProtos)
+	vr, ve := d.vk.CancelRequests(ctx, store.CancelRequestsInput{Proto: p, RunnerID: rn.id})
+	mr, me := d.mem.CancelRequests(ctx, store.CancelRequestsInput{Proto: p, RunnerID: rn.id})
+	d.sameErr("cancelRequests", ve, me)
+	require.Equal(t, grantJobs(mr), grantJobs(vr), "step %d cancelRequests", step)
+	require.Equal(t, mr, d.memLeases(vr), "step %d cancelRequests grants", step)
+	vl, ml, siteArg := d.someLeases(rn.id, p, pick(r, diffSites))
+	leaseMs := int64(1_000 + r.IntN(30_000))
+	vn, ve := d.vk.Renew(ctx, store.RenewInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: vl, LeaseMs: leaseMs})
+	mn, me := d.mem.Renew(ctx, store.RenewInput{Proto: p, SiteID: siteArg, RunnerID: rn.id, Leases: ml, LeaseMs: leaseMs})
+	d.sameErr("renew", ve, me)
+	require.Equal(t, mn.Renewed, vn.Renewed, "step %d renew", step)
+	require.Equal(t, grantJobs(mn.Lost), grantJobs(vn.Lost), "step %d renew lost", step)
+}
+
+// sweepBoth sweeps both stores and compares what each requeued, lapsed
+// and expired.
+func (d *diff) sweepBoth(step int) {
+	t, ctx := d.t, d.t.Context()
+	liveVk, liveMem := d.ids(d.vk), d.ids(d.mem)
+	vr, ve := d.vk.Sweep(ctx)
+	mr, me := d.mem.Sweep(ctx)
+	d.sameErr("sweep", ve, me)
+	require.Equal(t, mr.Requeued, vr.Requeued, "step %d sweep requeued", step)
+	d.seen.lapses += len(vr.Lapsed)
+	require.Equal(t, slices.Clip(append([]string{}, mr.Lapsed...)), slices.Clip(append([]string{}, vr.Lapsed...)), "step %d sweep lapsed", step)
+	// Each store reports only what it dropped itself, and they drop the
+	// same jobs among those both still held.
+	afterVk, afterMem := d.ids(d.vk), d.ids(d.mem)
+	var vkDrops, memDrops []string
+	for _, id := range vr.Expired {
+		require.Less(t, afterVk[id], liveVk[id], "step %d: valkey reports %s expired without dropping it", step, id)
+		if liveMem[id] > 0 {
+			vkDrops = append(vkDrops, id)
+		}
+	}
+	for _, id := range mr.Expired {
+		require.Less(t, afterMem[id], liveMem[id], "step %d: memory reports %s expired without dropping it", step, id)
+		if liveVk[id] > 0 {
+			memDrops = append(memDrops, id)
+		}
+	}
+	require.ElementsMatch(t, memDrops, vkDrops, "step %d sweep expired (memory said %v, valkey %v)", step, mr.Expired, vr.Expired)
+}
+
+// advanceBoth moves both stores' clocks forward by up to 15 s.
+func (d *diff) advanceBoth() {
+	t, r := d.t, d.rnd
+	dt := time.Duration(r.IntN(15_000)) * time.Millisecond
+	advance(t, d.vk, dt)
+	d.clk.Advance(dt)
 }
 
 // siteOfLease is the site of the job the memory store just granted

@@ -157,25 +157,33 @@ func TestCallsRideOutAShortRestart(t *testing.T) {
 		}},
 	}
 	for _, c := range calls {
-		stop(t, srv, s)
-		callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := duringOutage(t, log, func() error { return c.call(callCtx) }, func() { srv.Restart(t) })
-		cancel()
-		require.NoError(t, err, "%s: a restart within the deadline is not an error", c.name)
-		// The stopped server refuses new connections, and a pooled one that
-		// sat through the stop fails when next used; once back from its AOF
-		// the server may answer LOADING for a moment. Nothing else is retried.
-		causes := slices.Compact(log.take())
-		require.Contains(t, causes, causeConnect, "%s: the stopped server was met", c.name)
-		for _, cause := range causes {
-			require.Contains(t, []string{causeConnect, causeLoading, causeDropped}, cause, "%s: retried for a restart's causes only", c.name)
-		}
+		requireRidesOutARestart(ctx, t, srv, s, log, c.name, c.call)
 	}
 	require.Equal(t, store.EnqueueResult{State: store.Queued, Created: true}, enqueued)
 	require.NotEmpty(t, held.ID, "the claim granted a job")
 	require.Equal(t, "ct-p", fetched.Ciphertext, "the fetch read the payload sealed during the previous restart")
 	require.True(t, decision.Allowed)
 	require.True(t, found)
+}
+
+// requireRidesOutARestart stops srv, makes call while it restarts, and
+// requires that the call succeeds, having retried for a restart's causes
+// and no others.
+func requireRidesOutARestart(ctx context.Context, t *testing.T, srv *valkeytest.Server, s *Store, log *retryLog, name string, call func(ctx context.Context) error) {
+	t.Helper()
+	stop(t, srv, s)
+	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := duringOutage(t, log, func() error { return call(callCtx) }, func() { srv.Restart(t) })
+	cancel()
+	require.NoError(t, err, "%s: a restart within the deadline is not an error", name)
+	// The stopped server refuses new connections, and a pooled one that
+	// sat through the stop fails when next used; once back from its AOF
+	// the server may answer LOADING for a moment. Nothing else is retried.
+	causes := slices.Compact(log.take())
+	require.Contains(t, causes, causeConnect, "%s: the stopped server was met", name)
+	for _, cause := range causes {
+		require.Contains(t, []string{causeConnect, causeLoading, causeDropped}, cause, "%s: retried for a restart's causes only", name)
+	}
 }
 
 // Past its deadline a call through an outage fails with a plain error,

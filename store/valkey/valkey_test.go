@@ -160,8 +160,16 @@ func rerun(t *testing.T, s *Store, op store.Op, act func()) (first, second valke
 func TestEveryWriteIsSafeToRerun(t *testing.T) {
 	srv := valkeytest.Start(t)
 	client := srv.Client(t)
-	ctx := t.Context()
+	rerunJobWrites(t, client)
+	rerunCancelAndRenew(t, client)
+	rerunRunnerWritesAndSweep(t, client)
+	rerunV2Writes(t, client)
+}
 
+// rerunJobWrites re-runs the writes of a job's way from enqueue to
+// result, and its release.
+func rerunJobWrites(t *testing.T, client valkey.Client) {
+	ctx := t.Context()
 	t.Run("enqueue", func(t *testing.T) {
 		s := newTestStore(t, client)
 		rerun(t, s, store.OpEnqueue, func() { mustEnqueue(t, s, "a") })
@@ -221,6 +229,12 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 			require.Equal(t, []string{"a"}, ids)
 		})
 	})
+}
+
+// rerunCancelAndRenew re-runs a cancel, the read of cancel requests and a
+// renew.
+func rerunCancelAndRenew(t *testing.T, client valkey.Client) {
+	ctx := t.Context()
 	t.Run("cancel", func(t *testing.T) {
 		s := newTestStore(t, client)
 		mustEnqueue(t, s, "a", "b")
@@ -259,6 +273,12 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 		})
 		require.Equal(t, again.String(), once.String())
 	})
+}
+
+// rerunRunnerWritesAndSweep re-runs pairing, the presence touch and a
+// sweep.
+func rerunRunnerWritesAndSweep(t *testing.T, client valkey.Client) {
+	ctx := t.Context()
 	t.Run("pair", func(t *testing.T) {
 		s := newTestStore(t, client)
 		rerun(t, s, store.OpPair, func() {
@@ -291,6 +311,12 @@ func TestEveryWriteIsSafeToRerun(t *testing.T) {
 			require.Equal(t, store.SweepResult{Requeued: []string{"a"}, Expired: []string{"late"}, Lapsed: []string{}}, res)
 		})
 	})
+}
+
+// rerunV2Writes re-runs the writes that differ under protocol 2, and a
+// pairing that records capabilities.
+func rerunV2Writes(t *testing.T, client valkey.Client) {
+	ctx := t.Context()
 	t.Run("v2 sweep counts a lapse once", func(t *testing.T) {
 		s := newTestStore(t, client)
 		enqueue2(t, s, "a")
