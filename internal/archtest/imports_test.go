@@ -39,7 +39,7 @@ var allowed = map[string][]string{
 	"plane":               {"clock", "pairing", "plane/codec", "plane/codec0", "plane/codec2", "projection", "protocol", "protocol/proto2", "ratelimit", "store"},
 	"config":              {"clock", "pairing", "projection", "protocol", "protocol/proto2", "ratelimit", "store/backend"},
 	"server":              {"admission", "clock", "config", "metrics", "plane", "plane/codec2", "projection", "protocol", "protocol/proto2", "ratelimit", "store", "store/backend"},
-	"cmd/relayd":          {"config", "pairing/approvecmd", "server"},
+	"cmd/relayd":          {"admission", "config", "pairing/approvecmd", "server"},
 	"pairing/approvecmd":  {"pairing", "projection", "protocol"},
 	"deploy":              {},
 	// Contract suites, imported by the tests of what they check.
