@@ -67,8 +67,10 @@ func valkeyStoreOn(srv *valkeytest.Server) storeFactory {
 		s, err := valkey.NewFromClientForTest(srv.Client(t), valkeytest.Prefix(t))
 		require.NoError(t, err)
 		require.NoError(t, s.Ping(t.Context()))
-		require.NoError(t, s.PinClockForTest(t.Context()))
-		return s, func(d time.Duration) { require.NoError(t, s.AdvanceClockForTest(context.Background(), d)) }
+		clock, err := valkey.TestClockOf(s)
+		require.NoError(t, err)
+		require.NoError(t, clock.Pin(t.Context()))
+		return s, func(d time.Duration) { require.NoError(t, clock.Advance(context.Background(), d)) }
 	}
 }
 

@@ -15,6 +15,9 @@
 // what it holds and what it uses, ended by a blank line; the card is for
 // the reader and is not sent, so the sections less their cards, joined,
 // are the shared helpers.
+//
+// testclock/testclock.lua is the test clock (TestClock), kept out of Files
+// so that nothing takes it for an operation or a section.
 package lua
 
 import (
@@ -30,6 +33,27 @@ import (
 //
 //go:embed *.lua common/*.lua
 var Files embed.FS
+
+// testClockFiles holds the test clock, apart from Files: it is no
+// operation's script and no section of the shared helpers.
+//
+//go:embed testclock/testclock.lua
+var testClockFiles embed.FS
+
+// testClockFile is the test clock's file in testClockFiles.
+const testClockFile = "testclock/testclock.lua"
+
+// TestClock returns the test clock: the twins of the shared clock_now and
+// clock_us that read the test clock lever (K.clock). Only a store opened
+// for tests is built with it, in place of the shared clocks; a production
+// store never serves it.
+func TestClock() (string, error) {
+	src, err := testClockFiles.ReadFile(testClockFile)
+	if err != nil {
+		return "", fmt.Errorf("lua: reading the test clock: %w", err)
+	}
+	return string(src), nil
+}
 
 // SectionsDir is the directory of Files holding the shared helpers.
 const SectionsDir = "common"

@@ -101,3 +101,21 @@ func TestACardIsNeverSent(t *testing.T) {
 		}
 	}
 }
+
+// TestTheTestClockIsNoScript: the test clock holds the twins of both
+// shared clocks, and it is kept out of Files, where it would be taken for
+// an operation's script.
+func TestTheTestClockIsNoScript(t *testing.T) {
+	src, err := TestClock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, clock := range []string{"clock_now", "clock_us"} {
+		if !strings.Contains(src, "\nlocal function "+clock+"()") {
+			t.Errorf("the test clock does not define %s", clock)
+		}
+	}
+	if _, err := fs.Stat(Files, testClockFile); err == nil {
+		t.Errorf("%s is in Files", testClockFile)
+	}
+}

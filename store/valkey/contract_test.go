@@ -90,7 +90,7 @@ func newTestStore(t testing.TB, client valkey.Client) *Store {
 // pinClock stops the store clock at its current reading.
 func pinClock(t testing.TB, s *Store) {
 	t.Helper()
-	if err := s.PinClockForTest(t.Context()); err != nil {
+	if err := testClock(t, s).Pin(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -98,9 +98,19 @@ func pinClock(t testing.TB, s *Store) {
 // advance moves the store clock, whether it is pinned or running.
 func advance(t testing.TB, s *Store, d time.Duration) {
 	t.Helper()
-	if err := s.AdvanceClockForTest(t.Context(), d); err != nil {
+	if err := testClock(t, s).Advance(t.Context(), d); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testClock is the test clock of s, a store opened for tests.
+func testClock(t testing.TB, s *Store) *TestClock {
+	t.Helper()
+	c, err := TestClockOf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // writeLegacyJob stores a queued job whose stub was written before stubs

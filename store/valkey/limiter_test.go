@@ -13,14 +13,17 @@ import (
 	"github.com/byollm/relayd/store/valkey"
 )
 
-// limiterOn builds a limiter of rate on a store under prefix on client.
-func limiterOn(t *testing.T, client vk.Client, prefix string, rate ratelimit.Rate) (*valkey.Store, ratelimit.Limiter) {
+// limiterOn builds a limiter of rate on a store under prefix on client,
+// and returns it with the store's test clock.
+func limiterOn(t *testing.T, client vk.Client, prefix string, rate ratelimit.Rate) (*valkey.TestClock, ratelimit.Limiter) {
 	t.Helper()
 	st, err := valkey.NewFromClientForTest(client, prefix)
 	require.NoError(t, err)
 	l, err := st.Limiter(rate)
 	require.NoError(t, err)
-	return st, l
+	clock, err := valkey.TestClockOf(st)
+	require.NoError(t, err)
+	return clock, l
 }
 
 // TestLimiterContract runs the limiter suite on a real server, each case
@@ -30,9 +33,9 @@ func TestLimiterContract(t *testing.T) {
 	srv := valkeytest.Shared(t)
 	client := srv.Client(t)
 	limitertest.Run(t, func(t *testing.T, rate ratelimit.Rate) (ratelimit.Limiter, func(time.Duration)) {
-		st, l := limiterOn(t, client, valkeytest.Prefix(t), rate)
-		require.NoError(t, st.PinClockForTest(t.Context()))
-		return l, func(d time.Duration) { require.NoError(t, st.AdvanceClockForTest(t.Context(), d)) }
+		clock, l := limiterOn(t, client, valkeytest.Prefix(t), rate)
+		require.NoError(t, clock.Pin(t.Context()))
+		return l, func(d time.Duration) { require.NoError(t, clock.Advance(t.Context(), d)) }
 	})
 }
 
@@ -95,8 +98,8 @@ func TestValkeyOnACluster(t *testing.T) {
 	}
 	srv := valkeytest.StartCluster(t)
 	client := srv.Client(t)
-	st, l := limiterOn(t, client, valkeytest.Prefix(t), ratelimit.Rate{Every: time.Second, Burst: 1})
-	require.NoError(t, st.PinClockForTest(t.Context()))
+	clock, l := limiterOn(t, client, valkeytest.Prefix(t), ratelimit.Rate{Every: time.Second, Burst: 1})
+	require.NoError(t, clock.Pin(t.Context()))
 	for _, key := range []string{"runner:a", "site:b", "addr:192.0.2.7"} {
 		d, err := l.Allow(t.Context(), key)
 		require.NoError(t, err)

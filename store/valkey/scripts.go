@@ -125,7 +125,7 @@ func loadScripts() (map[store.Op]*script, error) {
 }
 
 // buildScripts builds every operation's script; testClock swaps in the
-// clock_now of testclock.lua, which obeys the test clock lever.
+// clock_now of the test clock (lua.TestClock), which obeys the lever.
 func buildScripts(testClock bool) (map[store.Op]*script, error) {
 	defs, err := scriptDefs(testClock)
 	if err != nil {
@@ -165,7 +165,7 @@ func scriptDefs(testClock bool) ([]helper, error) {
 	}
 	defs := append(splitHelpers(schema), splitHelpers(common)...)
 	if testClock {
-		defs = withTestClock(defs)
+		return withTestClock(defs)
 	}
 	return defs, nil
 }

@@ -38,15 +38,16 @@ func TestProductionStoreIgnoresTheClockKey(t *testing.T) {
 	require.InDelta(t, serverTime(t, client), now, float64(time.Minute.Milliseconds()), "Now is TIME, not the lever")
 }
 
-// The test clock helpers refuse a production store rather than write a
-// key its scripts would ignore.
+// TestClockOf refuses a production store rather than hand out a clock
+// that writes a key its scripts would ignore.
 func TestClockHelpersFailOnAProductionStore(t *testing.T) {
 	srv := valkeytest.Start(t)
 	client := srv.Client(t)
 	s, err := NewFromClient(client, valkeytest.Prefix(t))
 	require.NoError(t, err)
-	require.ErrorIs(t, s.PinClockForTest(t.Context()), errNoTestClock)
-	require.ErrorIs(t, s.AdvanceClockForTest(t.Context(), time.Second), errNoTestClock)
+	clock, err := TestClockOf(s)
+	require.ErrorIs(t, err, errNoTestClock)
+	require.Nil(t, clock)
 	n, err := client.Do(t.Context(), client.B().Exists().Key(ClockKey(s.prefix)).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Zero(t, n, "no clock key was written")

@@ -59,6 +59,11 @@ type Store struct {
 	// test clock lever at ClockKey.
 	testClock bool
 
+	// settleBudget, mendEvery and onCall are this package's test seams:
+	// its tests set them on a store they built, so they are unexported
+	// fields of that store rather than package variables, which tests
+	// running in parallel would share.
+
 	// settleBudget is claimSettleBudget; a test comparing this store with
 	// one that settles without a budget (the memory store) lifts it.
 	settleBudget int
