@@ -38,7 +38,7 @@ const defaultPurpose = "default"
 type Claim struct {
 	Stub proto2.JobStub
 	// DeviceOwner is the claiming device's owner, from its projection
-	// record (D7).
+	// record (P2-D7).
 	DeviceOwner string
 	// Capabilities are this claim request's, service and offer scope
 	// included.

@@ -214,7 +214,7 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.DaemonFloor, "daemon-floor", "", `protocol "2": the oldest daemon version served (heartbeats below it get 426); empty for none`)
 	fs.StringVar(&c.UpdateOffer, "update-offer", "", `protocol "2": the daemon version offered to older daemons as updateTo; empty for none`)
 	fs.IntVar(&c.PairingCapacity, "pairing-capacity", pairing.DefaultCapacity, `protocol "2": how many pairing codes may be pending at once, across replicas`)
-	fs.Func("grant-key-file", `protocol "2": the grant signing keys, PEM PKCS#8 Ed25519 files (openssl genpkey -algorithm ed25519), comma-separated or repeated, the first current; empty (the default) authors no grants, and devices serve their owners only (D4)`, func(s string) error {
+	fs.Func("grant-key-file", `protocol "2": the grant signing keys, PEM PKCS#8 Ed25519 files (openssl genpkey -algorithm ed25519), comma-separated or repeated, the first current; empty (the default) authors no grants, and devices serve their owners only (P2-D4)`, func(s string) error {
 		for _, path := range strings.Split(s, ",") {
 			c.GrantKeyFiles = append(c.GrantKeyFiles, strings.TrimSpace(path))
 		}
@@ -363,7 +363,7 @@ func (c Config) validateV2() []error {
 	}
 	if c.VerificationURL != "" {
 		// The daemon refuses a start answer whose URL does not parse
-		// (S39), so every pairing would fail.
+		// (P2-S39), so every pairing would fail.
 		if u, err := url.Parse(c.VerificationURL); err != nil || u.Scheme == "" {
 			errs = append(errs, fmt.Errorf("--verification-url %q is not an absolute URL", c.VerificationURL))
 		}

@@ -22,7 +22,7 @@ func TestV2Defaults(t *testing.T) {
 	require.Empty(t, c.UpdateOffer)
 	require.Equal(t, pairing.DefaultCapacity, c.PairingCapacity)
 	require.Equal(t, 500, c.PairingCapacity)
-	// The default body cap admits a 6 MiB envelope and its request (D2).
+	// The default body cap admits a 6 MiB envelope and its request (P2-D2).
 	require.Greater(t, c.MaxBodyBytes, int64(6<<20)+64<<10)
 }
 

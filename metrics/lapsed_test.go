@@ -19,8 +19,8 @@ func (lapsingStore) Sweep(context.Context) (store.SweepResult, error) {
 	return store.SweepResult{Requeued: []string{"a"}, Expired: []string{"b"}, Lapsed: []string{"a", "b"}}, nil
 }
 
-// Decision D6: every sealing window a sweep saw lapse is counted.
-func TestD6_SealingWindowLapsesAreCounted(t *testing.T) {
+// Decision P2-D6: every sealing window a sweep saw lapse is counted.
+func TestP2_D6_SealingWindowLapsesAreCounted(t *testing.T) {
 	m := metrics.New()
 	st := m.InstrumentStore(lapsingStore{memory.New(nil)})
 	for range 2 {

@@ -60,9 +60,9 @@ var (
 )
 
 // Approve writes a into the fixture file at path, so every replica's next
-// poll of the keypair's approved code answers approved (decision D3): the
+// poll of the keypair's approved code answers approved (decision P2-D3): the
 // code approvecmd marked first, or a lone code started before the edit
-// (D13). The device's record
+// (RD-D13). The device's record
 // is the first whose identity key matches (what a poll looks up): it is
 // replaced if there is one, appended otherwise. Every other byte of the
 // file outside the devices list is kept as it was, and so is every other

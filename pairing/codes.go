@@ -7,7 +7,7 @@
 // the rules of their capacity and expiry are store.Pairings', and the
 // daemon plane builds on both.
 //
-// It also holds the approval writer of decision D3 (Approve): with no
+// It also holds the approval writer of decision P2-D3 (Approve): with no
 // control plane, an operator approves a pending device by adding it to the
 // fixture file, which every replica already watches.
 package pairing

@@ -29,7 +29,7 @@ const (
 )
 
 // Details is what the approving side may learn of a pending pairing (the
-// admin listener's answer, decision D3): everything but the device code,
+// admin listener's answer, decision P2-D3): everything but the device code,
 // which would let its holder collect the pairing.
 type Details struct {
 	UserCode     string                  `json:"userCode"`

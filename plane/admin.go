@@ -49,7 +49,7 @@ type readiness struct {
 	Status     string `json:"status"`
 	Projection string `json:"projection,omitempty"`
 	Reason     string `json:"reason,omitempty"`
-	// EnqueuePolicy is said while protocol "2" is served (decision D5).
+	// EnqueuePolicy is said while protocol "2" is served (decision P2-D5).
 	EnqueuePolicy string `json:"enqueuePolicy,omitempty"`
 	// Grants is said while a grant key is configured (grants.md G-R50).
 	Grants *grantsReadiness `json:"grants,omitempty"`
@@ -57,7 +57,7 @@ type readiness struct {
 
 // NoEnqueuePolicy says that nothing checks a job at enqueue: relayd has no
 // control plane to say whether anyone can answer a purpose, so it accepts
-// every well-formed stub (decision D5). The boot log and /readyz say it.
+// every well-formed stub (decision P2-D5). The boot log and /readyz say it.
 const NoEnqueuePolicy = "no enqueue policy is configured: every well-formed protocol \"2\" job is accepted at enqueue"
 
 // readyz is ready when the relay is not draining and its store answers. The

@@ -15,14 +15,14 @@ import (
 )
 
 // pendingPairingPath is where the admin listener resolves a user code to
-// the pending device behind it (decision D3), for `relayd approve` or a
+// the pending device behind it (decision P2-D3), for `relayd approve` or a
 // control plane. It is never served on the public listener: it tells
 // whoever asks which keypair is about to be paired, and nothing there
 // needs it.
 const pendingPairingPath = "/pairings/:userCode"
 
 // pairingApprovalPath is where the admin listener marks a pending code
-// approved (issue 27, D13): `relayd approve` posts the device identity it
+// approved (issue 27, RD-D13): `relayd approve` posts the device identity it
 // looked up and is about to write into the fixture, so that only this
 // code, and no other code started for the same public identity, may
 // collect the pairing.

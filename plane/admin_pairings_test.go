@@ -48,10 +48,10 @@ func get(t *testing.T, url string) (int, string) {
 
 const secretDeviceCode = "device-code-secret-0123456789abcdefghijklmno"
 
-// TestD3_AdminListenerResolvesAUserCode: the admin listener answers a live
+// TestP2_D3_AdminListenerResolvesAUserCode: the admin listener answers a live
 // user code, as typed, with the pending device and never its device code;
 // anything else is the unknown-path 404.
-func TestD3_AdminListenerResolvesAUserCode(t *testing.T) {
+func TestP2_D3_AdminListenerResolvesAUserCode(t *testing.T) {
 	c := clock.NewManual(time.UnixMilli(1_750_000_000_000))
 	codes := memory.NewPairings(c)
 	device := protocol.PublicIdentity{Identity: "IDENT", Encryption: "ENC", EncryptionSig: "SIG"}
@@ -122,10 +122,10 @@ func post(t *testing.T, url, body string) (int, string) {
 	return resp.StatusCode, string(answer)
 }
 
-// D13: the admin listener marks approved the live code a user code names,
+// RD-D13: the admin listener marks approved the live code a user code names,
 // only for the device identity posted, and answers its details; nothing
 // else is marked, and the public listener has no such route.
-func TestD13_AdminListenerMarksTheApprovedCode(t *testing.T) {
+func TestRD_D13_AdminListenerMarksTheApprovedCode(t *testing.T) {
 	c := clock.NewManual(time.UnixMilli(1_750_000_000_000))
 	codes := memory.NewPairings(c)
 	device := protocol.PublicIdentity{Identity: "IDENT", Encryption: "ENC", EncryptionSig: "SIG"}

@@ -161,7 +161,7 @@ func TestAdversarial_DaemonSignatureForOneEndpointIsRefusedOnEveryOther(t *testi
 		sh.Set(protocol.HeaderIssuedAt, h.Get(protocol.HeaderIssuedAt))
 		sh.Set(protocol.HeaderSignature, h.Get(protocol.HeaderSignature))
 		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/cancel", Header: sh, Body: body}), 401, bodySiteUnknown)
-		// The endpoint is the last path segment (G15), so the same request
+		// The endpoint is the last path segment (RB-G15), so the same request
 		// under another prefix is the same endpoint and passes.
 		requireAnswer(t, b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/any/where/claim", Header: h, Body: body}), 200, emptyClaim)
 
@@ -194,9 +194,9 @@ func TestAdversarial_SiteKeyOnTheDaemonPlaneIsRefused(t *testing.T) {
 }
 
 // The site-plane reads take siteId from the query, which no signature
-// covers (G16); whatever it says, only the signer's own siteId is served.
+// covers (RB-G16); whatever it says, only the signer's own siteId is served.
 // Complements "10 query siteId is not the signer" of
-// TestEveryA16RefusalByteForByte and TestG16_ReadQueryIsUnsignedFirstValueWinsAndDecoded.
+// TestEveryA16RefusalByteForByte and TestRB_G16_ReadQueryIsUnsignedFirstValueWinsAndDecoded.
 func TestAdversarial_SiteIDInTheQueryThatTheSignatureDoesNotNameIsRefused(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
@@ -235,7 +235,7 @@ func TestAdversarial_SiteIDInTheQueryThatTheSignatureDoesNotNameIsRefused(t *tes
 // A device removed from the projection while it holds a job can neither
 // fetch the payload nor deliver a result; the job goes back to the queue
 // when its lease runs out and the owner's other device can take it.
-// Complements TestG7_RunnerWhoseDeviceRowIsGoneIsNotRecognised.
+// Complements TestRB_G7_RunnerWhoseDeviceRowIsGoneIsNotRecognised.
 func TestAdversarial_DeviceRemovedMidJobCanNeitherFetchNorDeliver(t *testing.T) {
 	eachStore(t, &setupOpts{LeaseMs: 5000}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
@@ -310,7 +310,7 @@ func TestAdversarial_ConsentRevokedMidJobLeavesNoResultBehind(t *testing.T) {
 }
 
 // A stub whose owner never consented to the site is accepted (the site
-// plane checks no consent, G24) and reaches no device: not the owner's,
+// plane checks no consent, RB-G24) and reaches no device: not the owner's,
 // who cannot even pair, and not one whose roster names the owner. Once the
 // owner consents, the roster device may run it.
 // Complements TestEnqueueAcceptsAnyOwnerAndAnExpiredDeadline.
@@ -331,9 +331,9 @@ func TestAdversarial_StubWhoseOwnerNeverConsentedReachesNoDevice(t *testing.T) {
 	})
 }
 
-// claim's max at and beyond its bounds (A6.1, G18): integers 1 to 64 in
+// claim's max at and beyond its bounds (RB-A6.1, RB-G18): integers 1 to 64 in
 // any JSON form that means one; everything else is a schema refusal that
-// grants nothing. Complements TestG18_IntegersAcceptIntegralFormsAndLeaseItemsAreNotStrict.
+// grants nothing. Complements TestRB_G18_IntegersAcceptIntegralFormsAndLeaseItemsAreNotStrict.
 func TestAdversarial_ClaimMaxAtAndBeyondTheBounds(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
@@ -365,7 +365,7 @@ func TestAdversarial_ClaimMaxAtAndBeyondTheBounds(t *testing.T) {
 		}
 		for _, bad := range []string{"0x10", "+1", "01", ".5"} {
 			// Not JSON numbers at all, so the body is no JSON, and declares
-			// no version either (A1 when "2" is served).
+			// no version either (P2-A1 when "2" is served).
 			b.requireUndeclared(t, claim(bad), 400, bodySchema)
 			require.Equal(t, jobs, queued(), "max %s granted something", bad)
 		}

@@ -59,7 +59,7 @@ func newClassifier(env *codec.Env, cfg Config) classifier {
 // on both planes (the posture audit's D011).
 //
 // A site request that declares "0" goes to the "0" codec, whose strict
-// site schemas have no protocolVersion key (A2): classify then returns the
+// site schemas have no protocolVersion key (P2-A2): classify then returns the
 // body that schema reads, the key removed, while the signature still
 // covers the body as sent.
 func (k classifier) classify(plane codec.Plane, body *protocol.Body, rawQuery string) (codec.Codec, []byte, error) {
@@ -147,7 +147,7 @@ func withoutMember(raw []byte, key string) ([]byte, bool) {
 // exactly as relayd answered before protocol "2".
 //
 // On the daemon plane a body that declares any other version, a non-string
-// included, is refused before its signature is checked (G4); one that
+// included, is refused before its signature is checked (RB-G4); one that
 // declares none goes on to fail protocol "0"'s schema in the usual order.
 // Protocol "0" sites never declare a version, and relayd reads none on the
 // site plane: every site request goes to the "0" codec.

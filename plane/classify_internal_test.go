@@ -12,7 +12,7 @@ import (
 
 // withoutMember drops the named top-level members and keeps every other
 // byte of the others, so protocol "0"'s strict schema reads the body as
-// sent but for the key (A2).
+// sent but for the key (P2-A2).
 func TestWithoutMember(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{`{"protocolVersion":"0","siteId":"s"}`, `{"siteId":"s"}`},

@@ -28,7 +28,7 @@ func debugPage(t *testing.T, b *bundle, base, path, method string) string {
 	return string(resp.Body)
 }
 
-func TestDebugPage_IsNotOnThePublicListenerByDefault(t *testing.T) { // E6, design §7
+func TestDebugPage_IsNotOnThePublicListenerByDefault(t *testing.T) { // RB-E6, design §7
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		for _, path := range []string{"/debug", "/byollm/debug"} {
 			for _, m := range []string{http.MethodGet, http.MethodPost} {
@@ -38,7 +38,7 @@ func TestDebugPage_IsNotOnThePublicListenerByDefault(t *testing.T) { // E6, desi
 	})
 }
 
-func TestDebugPage_IsOnThePublicListenerWithPublicDebugAndAlwaysOnAdmin(t *testing.T) { // E1, A1 step 1
+func TestDebugPage_IsOnThePublicListenerWithPublicDebugAndAlwaysOnAdmin(t *testing.T) { // RB-E1, RB-A1 step 1
 	eachStore(t, &setupOpts{PublicDebug: true, BasePath: "/base/"}, func(t *testing.T, b *bundle) {
 		for _, base := range []string{b.url, b.adminURL} {
 			for _, path := range []string{"/debug", "/base/debug"} {
@@ -57,7 +57,7 @@ func TestDebugPage_IsOnThePublicListenerWithPublicDebugAndAlwaysOnAdmin(t *testi
 	})
 }
 
-func TestDebugPage_EmptyRelay(t *testing.T) { // E2, E3, E4
+func TestDebugPage_EmptyRelay(t *testing.T) { // RB-E2, RB-E3, RB-E4
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		page := debugPage(t, b, b.adminURL, "/debug", http.MethodGet)
 		require.True(t, strings.HasPrefix(strings.ToLower(page), "<!doctype html>"))
@@ -72,7 +72,7 @@ func TestDebugPage_EmptyRelay(t *testing.T) { // E2, E3, E4
 	})
 }
 
-func TestDebugPage_ShowsJobsAndDevicesButNoLeaseIdOrCiphertext(t *testing.T) { // E3, E4, E5
+func TestDebugPage_ShowsJobsAndDevicesButNoLeaseIdOrCiphertext(t *testing.T) { // RB-E3, RB-E4, RB-E5
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.paired(t, "bob")
@@ -113,7 +113,7 @@ func TestDebugPage_ShowsJobsAndDevicesButNoLeaseIdOrCiphertext(t *testing.T) { /
 	})
 }
 
-func TestDebugPage_DoesNotSweep(t *testing.T) { // E1, B18
+func TestDebugPage_DoesNotSweep(t *testing.T) { // RB-E1, RB-B18
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -125,7 +125,7 @@ func TestDebugPage_DoesNotSweep(t *testing.T) { // E1, B18
 	})
 }
 
-func TestDebugPage_ShowsDoneJobsWithTheirDisposition(t *testing.T) { // E3
+func TestDebugPage_ShowsDoneJobsWithTheirDisposition(t *testing.T) { // RB-E3
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -140,7 +140,7 @@ func TestDebugPage_ShowsDoneJobsWithTheirDisposition(t *testing.T) { // E3
 	})
 }
 
-func TestDebugPage_NamesAnOwnerWithoutConsent(t *testing.T) { // E4, C3, G19
+func TestDebugPage_NamesAnOwnerWithoutConsent(t *testing.T) { // RB-E4, RB-C3, RB-G19
 	eachStore(t, &setupOpts{Fixture: []fixtureMod{withConsent("bob", true)}}, func(t *testing.T, b *bundle) {
 		b.paired(t, "alice")
 		b.paired(t, "bob")
@@ -154,7 +154,7 @@ func TestDebugPage_NamesAnOwnerWithoutConsent(t *testing.T) { // E4, C3, G19
 	})
 }
 
-func TestDebugPage_EscapesHTMLInEveryTextValue(t *testing.T) { // E5
+func TestDebugPage_EscapesHTMLInEveryTextValue(t *testing.T) { // RB-E5
 	const owner = `<b>&"x"</b>'`
 	const escaped = `&lt;b&gt;&amp;&quot;x&quot;&lt;/b&gt;'` // single quotes are left alone
 	odd := func(f *projection.Fixture, k keyring) {

@@ -19,7 +19,7 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// requireUnsupportedVersion checks relayd's G4 refusal, which names every
+// requireUnsupportedVersion checks relayd's RB-G4 refusal, which names every
 // version the relay serves.
 func requireUnsupportedVersion(t *testing.T, b *bundle, resp peer.RawResponse) {
 	t.Helper()
@@ -42,7 +42,7 @@ func requireUnsupportedVersion(t *testing.T, b *bundle, resp peer.RawResponse) {
 	}
 }
 
-func TestG4_UnsupportedProtocolVersionIsNamedBeforeTheSignature(t *testing.T) {
+func TestRB_G4_UnsupportedProtocolVersionIsNamedBeforeTheSignature(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		other := `{"protocolVersion":"1","runnerId":"runner_alice","capabilities":[],"max":1}`
@@ -72,7 +72,7 @@ func TestG4_UnsupportedProtocolVersionIsNamedBeforeTheSignature(t *testing.T) {
 		}
 
 		// A missing version is an ordinary schema failure after auth, until
-		// "2" is served too (A1).
+		// "2" is served too (P2-A1).
 		resp, err = d.Do(b.ctx, "claim", []byte(`{"runnerId":"runner_alice","capabilities":[],"max":1}`))
 		require.NoError(t, err)
 		b.requireUndeclared(t, resp, 400, bodySchema)
@@ -80,7 +80,7 @@ func TestG4_UnsupportedProtocolVersionIsNamedBeforeTheSignature(t *testing.T) {
 	})
 }
 
-func TestG7_PresenceIsStampedOnEveryAuthenticatedCallFromTheStoreClock(t *testing.T) {
+func TestRB_G7_PresenceIsStampedOnEveryAuthenticatedCallFromTheStoreClock(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		before := b.storeNow(t)
 		d := b.paired(t, "alice")
@@ -149,7 +149,7 @@ func setDevice(runner, owner string, keys protocol.PublicIdentity) fixtureMod {
 	}
 }
 
-func TestG7_RePairRefreshesTheStoredKeysAndOwner(t *testing.T) {
+func TestRB_G7_RePairRefreshesTheStoredKeysAndOwner(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		old := b.paired(t, "alice")
 		// The device rotates its encryption key and the control plane
@@ -187,7 +187,7 @@ func TestG7_RePairRefreshesTheStoredKeysAndOwner(t *testing.T) {
 	})
 }
 
-func TestG7_AnUnsignedRePairCannotRollADeviceBackToARetiredKey(t *testing.T) {
+func TestRB_G7_AnUnsignedRePairCannotRollADeviceBackToARetiredKey(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		old := b.paired(t, "alice")
 		retired := old.Keys().Public()
@@ -214,7 +214,7 @@ func TestG7_AnUnsignedRePairCannotRollADeviceBackToARetiredKey(t *testing.T) {
 	})
 }
 
-func TestG7_ARunnerWhoseApprovedKeysOrOwnerChangedMustPairAgain(t *testing.T) {
+func TestRB_G7_ARunnerWhoseApprovedKeysOrOwnerChangedMustPairAgain(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "alices", "alice", audience(protocol.AudienceSelf)))
@@ -234,7 +234,7 @@ func TestG7_ARunnerWhoseApprovedKeysOrOwnerChangedMustPairAgain(t *testing.T) {
 	})
 }
 
-func TestG7_RunnerWhoseDeviceRowIsGoneIsNotRecognised(t *testing.T) {
+func TestRB_G7_RunnerWhoseDeviceRowIsGoneIsNotRecognised(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.project(t, withoutDevice("runner_alice"))
@@ -252,7 +252,7 @@ func TestG7_RunnerWhoseDeviceRowIsGoneIsNotRecognised(t *testing.T) {
 	})
 }
 
-func TestG7_RunnerWhoseDeviceWasReapprovedUnderAnotherKeyIsNotRecognised(t *testing.T) {
+func TestRB_G7_RunnerWhoseDeviceWasReapprovedUnderAnotherKeyIsNotRecognised(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		old := b.paired(t, "alice")
 		replacement := genKeys(t)
@@ -275,7 +275,7 @@ func TestG7_RunnerWhoseDeviceWasReapprovedUnderAnotherKeyIsNotRecognised(t *test
 	})
 }
 
-func TestG8_LatePayloadIsTooLateEvenWhenNoSweepRan(t *testing.T) {
+func TestRB_G8_LatePayloadIsTooLateEvenWhenNoSweepRan(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		s := b.stub(t, "job-1", "alice")
@@ -296,7 +296,7 @@ func TestG8_LatePayloadIsTooLateEvenWhenNoSweepRan(t *testing.T) {
 	})
 }
 
-func TestG8_PayloadJustInsideTheWindowIsAccepted(t *testing.T) {
+func TestRB_G8_PayloadJustInsideTheWindowIsAccepted(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -311,7 +311,7 @@ func TestG8_PayloadJustInsideTheWindowIsAccepted(t *testing.T) {
 	})
 }
 
-func TestG9_FetchAfterResultIsTooLateAndTheJobStaysDone(t *testing.T) {
+func TestRB_G9_FetchAfterResultIsTooLateAndTheJobStaysDone(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -339,7 +339,7 @@ func TestG9_FetchAfterResultIsTooLateAndTheJobStaysDone(t *testing.T) {
 	})
 }
 
-func TestG10_ReleaseOfADoneJobReleasesNothing(t *testing.T) {
+func TestRB_G10_ReleaseOfADoneJobReleasesNothing(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -359,7 +359,7 @@ func TestG10_ReleaseOfADoneJobReleasesNothing(t *testing.T) {
 	})
 }
 
-func TestG11_CancelledJobThatIsDoneIsNotListedInHeartbeatCancel(t *testing.T) {
+func TestRB_G11_CancelledJobThatIsDoneIsNotListedInHeartbeatCancel(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -396,7 +396,7 @@ func TestG11_CancelledJobThatIsDoneIsNotListedInHeartbeatCancel(t *testing.T) {
 	})
 }
 
-func TestG17_IssuedAtIsDecimalDigitsOnly(t *testing.T) {
+func TestRB_G17_IssuedAtIsDecimalDigitsOnly(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
@@ -436,7 +436,7 @@ func TestG17_IssuedAtIsDecimalDigitsOnly(t *testing.T) {
 	})
 }
 
-func TestA03_BodyThatIsNotValidUTF8IsRefusedAfterAuth(t *testing.T) {
+func TestRB_A03_BodyThatIsNotValidUTF8IsRefusedAfterAuth(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		// Well-formed but for one byte: a parser that replaced it with
@@ -457,7 +457,7 @@ func TestA03_BodyThatIsNotValidUTF8IsRefusedAfterAuth(t *testing.T) {
 	})
 }
 
-func TestA04_BodyThatRepeatsAKeyIsRefusedAfterAuth(t *testing.T) {
+func TestRB_A04_BodyThatRepeatsAKeyIsRefusedAfterAuth(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -493,7 +493,7 @@ func padTo(t *testing.T, body []byte, n int) []byte {
 	return append(out, '}')
 }
 
-func TestG26_BodyOverTheCapIs413WithAJSONBody(t *testing.T) {
+func TestRB_G26_BodyOverTheCapIs413WithAJSONBody(t *testing.T) {
 	const limit = 1024
 	eachStore(t, &setupOpts{MaxBodyBytes: limit}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
@@ -527,10 +527,10 @@ func TestG26_BodyOverTheCapIs413WithAJSONBody(t *testing.T) {
 	})
 }
 
-func TestG26_OversizedBodyKeepsAWireCodeEveryClientKnows(t *testing.T) {
+func TestRB_G26_OversizedBodyKeepsAWireCodeEveryClientKnows(t *testing.T) {
 	eachStore(t, &setupOpts{MaxBodyBytes: 64}, func(t *testing.T, b *bundle) {
 		// Deliberate: 413 with the known code bad-request, as the reference
-		// pairs statuses and codes freely (G1). A code outside the wire set
+		// pairs statuses and codes freely (RB-G1). A code outside the wire set
 		// could make a strict client fail to parse the refusal at all.
 		resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: padTo(t, claimBody(t, "runner_alice"), 4096)})
 		require.Equal(t, http.StatusRequestEntityTooLarge, resp.Status)
@@ -541,13 +541,13 @@ func TestG26_OversizedBodyKeepsAWireCodeEveryClientKnows(t *testing.T) {
 	})
 }
 
-// D11: the race a fault run found. The site reads pending while alice's
+// P2-D11: the race a fault run found. The site reads pending while alice's
 // laptop holds the job; the laptop's sealing window lapses and her second
 // device claims the job; the payload the site sealed to the laptop then
 // arrives. It is refused with the status and code of a late seal, so the
 // second device is never handed a payload it cannot open, and the site's
 // next pending read names the device to seal to.
-func TestD11_StaleSealIsRefused(t *testing.T) {
+func TestP2_D11_StaleSealIsRefused(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		laptop, second := b.paired(t, "alice"), b.paired(t, "alice2")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -572,10 +572,10 @@ func TestD11_StaleSealIsRefused(t *testing.T) {
 	})
 }
 
-// D11's mirror on result: a result the holder's device did not seal could
+// P2-D11's mirror on result: a result the holder's device did not seal could
 // never be verified by the site, so it is refused and the job stays open
 // for the holder's own.
-func TestD11_ResultFromAnotherDeviceIsRefused(t *testing.T) {
+func TestP2_D11_ResultFromAnotherDeviceIsRefused(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))

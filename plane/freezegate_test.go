@@ -1,6 +1,6 @@
 package plane_test
 
-// The reference's freeze-gate scenarios (relay-behaviour.md F17–F25), with
+// The reference's freeze-gate scenarios (relay-behaviour.md RB-F17–RB-F25), with
 // the Go site and daemon in place of the TypeScript ones.
 
 import (
@@ -33,7 +33,7 @@ func roundTrip(t *testing.T, b *bundle, d *peer.Daemon, runner string, s protoco
 
 	c := b.claimOne(t, d, s.ID)
 	require.Equal(t, s, c.JobStub, "the claimed stub is the stub as published")
-	require.Regexp(t, leaseIDPattern, c.Lease.ID, "lease ids are lowercase UUID v4 (F4)")
+	require.Regexp(t, leaseIDPattern, c.Lease.ID, "lease ids are lowercase UUID v4 (RB-F4)")
 	require.Equal(t, runner, c.Lease.RunnerID)
 
 	p := b.pending(t, s.ID)
@@ -71,7 +71,7 @@ func roundTrip(t *testing.T, b *bundle, d *peer.Daemon, runner string, s protoco
 	require.Equal(t, s.ID, fin.JobID)
 	require.Equal(t, runner, fin.RunnerID)
 	require.Equal(t, c.Lease.ID, fin.LeaseID)
-	require.Equal(t, d.Keys().Public(), fin.Device, "results name the device that actually ran it (F5)")
+	require.Equal(t, d.Keys().Public(), fin.Device, "results name the device that actually ran it (RB-F5)")
 	require.Equal(t, protocol.DispositionOK, fin.Disposition)
 	out, err := b.site.OpenResult(fin)
 	require.NoError(t, err)
@@ -79,7 +79,7 @@ func roundTrip(t *testing.T, b *bundle, d *peer.Daemon, runner string, s protoco
 	return fin, out
 }
 
-func TestFreezeGate1_SealedJobRoundTripsEndToEnd(t *testing.T) { // F17, F3, F4, F5, F75
+func TestFreezeGate1_SealedJobRoundTripsEndToEnd(t *testing.T) { // RB-F17, RB-F3, RB-F4, RB-F5, RB-F75
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		fin, _ := roundTrip(t, b, d, "runner_alice", b.stub(t, "job-1", "alice"))
@@ -88,7 +88,7 @@ func TestFreezeGate1_SealedJobRoundTripsEndToEnd(t *testing.T) { // F17, F3, F4,
 	})
 }
 
-func TestFreezeGate2_RelayStateNeverHoldsPlaintext(t *testing.T) { // F18, F3
+func TestFreezeGate2_RelayStateNeverHoldsPlaintext(t *testing.T) { // RB-F18, RB-F3
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		roundTrip(t, b, d, "runner_alice", b.stub(t, "job-1", "alice"))
@@ -114,7 +114,7 @@ func TestFreezeGate2_RelayStateNeverHoldsPlaintext(t *testing.T) { // F18, F3
 	})
 }
 
-func TestFreezeGate3_DaemonRefusesWorkSealedByAKeyItNeverPinned(t *testing.T) { // F19
+func TestFreezeGate3_DaemonRefusesWorkSealedByAKeyItNeverPinned(t *testing.T) { // RB-F19
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		s := b.stub(t, "job-1", "alice")
@@ -153,7 +153,7 @@ func TestFreezeGate3_DaemonRefusesWorkSealedByAKeyItNeverPinned(t *testing.T) { 
 	})
 }
 
-func TestFreezeGate4_RequeuesWhenTheSiteVanishesBetweenClaimAndSeal(t *testing.T) { // F20
+func TestFreezeGate4_RequeuesWhenTheSiteVanishesBetweenClaimAndSeal(t *testing.T) { // RB-F20
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		s := b.stub(t, "job-1", "alice")
@@ -186,7 +186,7 @@ func TestFreezeGate4_RequeuesWhenTheSiteVanishesBetweenClaimAndSeal(t *testing.T
 	})
 }
 
-func TestFreezeGate5_RevocationKillsRoutingWithinOneHeartbeat(t *testing.T) { // F21, F91
+func TestFreezeGate5_RevocationKillsRoutingWithinOneHeartbeat(t *testing.T) { // RB-F21, RB-F91
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"), b.stub(t, "job-2", "alice"))
@@ -213,12 +213,12 @@ func TestFreezeGate5_RevocationKillsRoutingWithinOneHeartbeat(t *testing.T) { //
 	})
 }
 
-func TestFreezeGate6_NamedJobRoutesToARosterDeviceWhenBothOwnersConsented(t *testing.T) { // F22, F6
+func TestFreezeGate6_NamedJobRoutesToARosterDeviceWhenBothOwnersConsented(t *testing.T) { // RB-F22, RB-F6
 	opts := &setupOpts{Fixture: []fixtureMod{withRoster("bob", "alice")}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		bob := b.paired(t, "bob")
 		fin, _ := roundTrip(t, b, bob, "runner_bob", b.stub(t, "named-1", "alice", audience(protocol.AudienceNamed)))
-		require.Equal(t, "bob", fin.RunnerOwner, "runnerOwner is the pairing owner, not the job owner (F6)")
+		require.Equal(t, "bob", fin.RunnerOwner, "runnerOwner is the pairing owner, not the job owner (RB-F6)")
 		require.NotContains(t, b.dumpState(t), "heron")
 
 		// Without alice's consent the roster alone routes nothing.
@@ -229,7 +229,7 @@ func TestFreezeGate6_NamedJobRoutesToARosterDeviceWhenBothOwnersConsented(t *tes
 	})
 }
 
-func TestFreezeGate7_StreamingFlagIsCarriedUntouched(t *testing.T) { // F23
+func TestFreezeGate7_StreamingFlagIsCarriedUntouched(t *testing.T) { // RB-F23
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		for _, on := range []bool{false, true} {
@@ -244,7 +244,7 @@ func TestFreezeGate7_StreamingFlagIsCarriedUntouched(t *testing.T) { // F23
 	})
 }
 
-func TestFreezeGate10_DeviceNoHumanApprovedIsRefused(t *testing.T) { // F24, A16 #21
+func TestFreezeGate10_DeviceNoHumanApprovedIsRefused(t *testing.T) { // RB-F24, RB-A16 #21
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		stranger := b.daemon(t, "stranger")
 		_, err := stranger.Pair(b.ctx, "alice")
@@ -257,10 +257,10 @@ func TestFreezeGate10_DeviceNoHumanApprovedIsRefused(t *testing.T) { // F24, A16
 	})
 }
 
-func TestFreezeGate11_DeviceApprovedForAnotherOwnerIsRefused(t *testing.T) { // F25, G20, A16 #22
+func TestFreezeGate11_DeviceApprovedForAnotherOwnerIsRefused(t *testing.T) { // RB-F25, RB-G20, RB-A16 #22
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		// bob consented, so the consent check passes and the owner check is
-		// what refuses (G20: upstream's test stopped at the consent check).
+		// what refuses (RB-G20: upstream's test stopped at the consent check).
 		alice := b.daemon(t, "alice")
 		_, err := alice.Pair(b.ctx, "bob")
 		requireRefused(t, err, 403, bodyDeviceOtherOwner)

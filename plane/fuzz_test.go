@@ -316,8 +316,8 @@ func FuzzHandler(f *testing.F) {
 }
 
 // allowedCodes pairs each refusal status with the codes it may carry: the
-// protocol's table, the reference's 403 "unauthorized" (G1), 409
-// "too-late" (G2) and relayd's 413 "bad-request".
+// protocol's table, the reference's 403 "unauthorized" (RB-G1), 409
+// "too-late" (RB-G2) and relayd's 413 "bad-request".
 var allowedCodes = map[int][]protocol.Code{
 	400: {protocol.CodeBadRequest, protocol.CodeUnsupportedProtocolVersion},
 	401: {protocol.CodeUnauthorized, protocol.CodeClockSkew},

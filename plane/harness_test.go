@@ -163,7 +163,7 @@ type bundle struct {
 // relay serving "0" alone, the relay relayd was before "2" (subtests
 // named after the store), and again on one serving relayd's default, "0"
 // and "2" (named memory_default), where protocol "0" must answer the
-// same but for a daemon-plane request that declares no version (A1; see
+// same but for a daemon-plane request that declares no version (P2-A1; see
 // requireUndeclared). The second run is on the memory store alone: which
 // codec serves a request is the plane's choice, made before any store is
 // asked, and the store contract holds the two stores to one behaviour.
@@ -207,7 +207,7 @@ func (b *bundle) servesV2() bool { return b.opts.Protocols.V2 }
 // requireUndeclared checks the answer to a daemon-plane request that
 // declares no protocol version: protocol "0"'s own answer (status, body)
 // on a relay serving "0" alone; with "2" served too, the version is
-// refused by name before anything else is looked at (A1).
+// refused by name before anything else is looked at (P2-A1).
 func (b *bundle) requireUndeclared(t *testing.T, resp peer.RawResponse, status int, body string) {
 	t.Helper()
 	if b.servesV2() {
@@ -669,7 +669,7 @@ const (
 	bodyStubWrongSite     = `{"error":"unauthorized","message":"that stub does not name the site that signed it"}`
 	bodyIDTaken           = `{"error":"forbidden","message":"that job id belongs to another site"}`
 	bodyAlreadyFinished   = `{"error":"too-late","message":"this job has already finished"}`
-	// bodyNoVersion is A1's refusal, on a relay serving "0" and "2".
+	// bodyNoVersion is P2-A1's refusal, on a relay serving "0" and "2".
 	bodyNoVersion = `{"error":"unsupported-protocol-version","message":"this request declared no protocol version. Upgrade the daemon: ` +
 		"`npm i -g byollm@latest`" + `.","supported":["0","2"],"minimum":"0"}`
 )

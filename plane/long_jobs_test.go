@@ -1,6 +1,6 @@
 package plane_test
 
-// Upstream's long-jobs cases (F26–F29), driven through heartbeats with the
+// Upstream's long-jobs cases (RB-F26–RB-F29), driven through heartbeats with the
 // store clock moved by hand instead of real time passing.
 
 import (
@@ -29,7 +29,7 @@ func running(t *testing.T, b *bundle, d *peer.Daemon, id string) protocol.Claime
 	return c
 }
 
-func TestLongJobs_StaysWithTheDeviceRunningItUnderOneLeaseAndRunsOnce(t *testing.T) { // F26, F28
+func TestLongJobs_StaysWithTheDeviceRunningItUnderOneLeaseAndRunsOnce(t *testing.T) { // RB-F26, RB-F28
 	eachStore(t, &setupOpts{LeaseMs: shortLease}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		c := running(t, b, d, "job-1")
@@ -65,7 +65,7 @@ func TestLongJobs_StaysWithTheDeviceRunningItUnderOneLeaseAndRunsOnce(t *testing
 	})
 }
 
-func TestLongJobs_DeviceThatStopsHeartbeatingLosesTheJob(t *testing.T) { // F27
+func TestLongJobs_DeviceThatStopsHeartbeatingLosesTheJob(t *testing.T) { // RB-F27
 	eachStore(t, &setupOpts{LeaseMs: shortLease}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		c := running(t, b, d, "job-1")
@@ -93,7 +93,7 @@ func TestLongJobs_DeviceThatStopsHeartbeatingLosesTheJob(t *testing.T) { // F27
 	})
 }
 
-func TestLongJobs_HeartbeatRenewsTheLeasesItNames(t *testing.T) { // F28
+func TestLongJobs_HeartbeatRenewsTheLeasesItNames(t *testing.T) { // RB-F28
 	eachStore(t, &setupOpts{LeaseMs: shortLease}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"), b.stub(t, "job-2", "alice"))
@@ -113,7 +113,7 @@ func TestLongJobs_HeartbeatRenewsTheLeasesItNames(t *testing.T) { // F28
 	})
 }
 
-func TestLongJobs_UnknownLeaseIsReportedLostAndRenewsNothing(t *testing.T) { // F29
+func TestLongJobs_UnknownLeaseIsReportedLostAndRenewsNothing(t *testing.T) { // RB-F29
 	eachStore(t, &setupOpts{LeaseMs: shortLease}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))

@@ -1,7 +1,7 @@
 package plane_test
 
-// Upstream's multi-site (F30–F32), paused-consent (F33–F36) and refusal
-// (F37–F41) cases, over HTTP.
+// Upstream's multi-site (RB-F30–RB-F32), paused-consent (RB-F33–RB-F36) and refusal
+// (RB-F37–RB-F41) cases, over HTTP.
 
 import (
 	"net/http"
@@ -14,7 +14,7 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-func TestMultiSite_StubNamingTheSiteThatSignedItIsQueued(t *testing.T) { // F30
+func TestMultiSite_StubNamingTheSiteThatSignedItIsQueued(t *testing.T) { // RB-F30
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		s := b.stub(t, "job-1", "alice")
 		require.Equal(t, b.keys["site"].KeyID(), s.Site)
@@ -23,7 +23,7 @@ func TestMultiSite_StubNamingTheSiteThatSignedItIsQueued(t *testing.T) { // F30
 	})
 }
 
-func TestMultiSite_StubNamingAnotherRegisteredSiteIsRefused(t *testing.T) { // F31, A16 #23, G1
+func TestMultiSite_StubNamingAnotherRegisteredSiteIsRefused(t *testing.T) { // RB-F31, RB-A16 #23, RB-G1
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		_, err := b.site.Enqueue(b.ctx, b.stub(t, "job-1", "alice", namedSite(b.keys["other"].KeyID())))
 		requireRefused(t, err, 403, bodyStubWrongSite)
@@ -31,7 +31,7 @@ func TestMultiSite_StubNamingAnotherRegisteredSiteIsRefused(t *testing.T) { // F
 	})
 }
 
-func TestMultiSite_StubNamingASiteNobodyRegisteredIsRefused(t *testing.T) { // F32, A16 #23
+func TestMultiSite_StubNamingASiteNobodyRegisteredIsRefused(t *testing.T) { // RB-F32, RB-A16 #23
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		_, err := b.site.Enqueue(b.ctx, b.stub(t, "job-1", "alice", namedSite(b.keys["stranger"].KeyID())))
 		requireRefused(t, err, 403, bodyStubWrongSite)
@@ -39,7 +39,7 @@ func TestMultiSite_StubNamingASiteNobodyRegisteredIsRefused(t *testing.T) { // F
 	})
 }
 
-func TestPausedConsent_PairsAndIsNotToldItWasRevoked(t *testing.T) { // F33, G19, A9.5
+func TestPausedConsent_PairsAndIsNotToldItWasRevoked(t *testing.T) { // RB-F33, RB-G19, RB-A9.5
 	eachStore(t, &setupOpts{Fixture: []fixtureMod{withConsent("alice", true)}}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		resp, err := d.Do(b.ctx, "heartbeat", heartbeatBody(t, "runner_alice"))
@@ -49,7 +49,7 @@ func TestPausedConsent_PairsAndIsNotToldItWasRevoked(t *testing.T) { // F33, G19
 	})
 }
 
-func TestPausedConsent_KeepsRenewingLeasesItAlreadyHolds(t *testing.T) { // G19, A9.5
+func TestPausedConsent_KeepsRenewingLeasesItAlreadyHolds(t *testing.T) { // RB-G19, RB-A9.5
 	eachStore(t, &setupOpts{LeaseMs: 2000}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -68,7 +68,7 @@ func TestPausedConsent_KeepsRenewingLeasesItAlreadyHolds(t *testing.T) { // G19,
 	})
 }
 
-func TestPausedConsent_ClaimsNothingWhilePausedAndEverythingAfterReconsent(t *testing.T) { // F34, A6.5
+func TestPausedConsent_ClaimsNothingWhilePausedAndEverythingAfterReconsent(t *testing.T) { // RB-F34, RB-A6.5
 	eachStore(t, &setupOpts{Fixture: []fixtureMod{withConsent("alice", true)}}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"), b.stub(t, "job-2", "alice"))
@@ -83,7 +83,7 @@ func TestPausedConsent_ClaimsNothingWhilePausedAndEverythingAfterReconsent(t *te
 	})
 }
 
-func TestPausedConsent_PausedRosterMembersWorkDoesNotLandOnTheAdminsMachine(t *testing.T) { // F35
+func TestPausedConsent_PausedRosterMembersWorkDoesNotLandOnTheAdminsMachine(t *testing.T) { // RB-F35
 	opts := &setupOpts{Fixture: []fixtureMod{withRoster("bob", "alice"), withConsent("alice", true)}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		bob := b.paired(t, "bob")
@@ -95,7 +95,7 @@ func TestPausedConsent_PausedRosterMembersWorkDoesNotLandOnTheAdminsMachine(t *t
 	})
 }
 
-func TestPausedConsent_DeviceOwnerPausedRunsNothingForTheSite(t *testing.T) { // F36
+func TestPausedConsent_DeviceOwnerPausedRunsNothingForTheSite(t *testing.T) { // RB-F36
 	opts := &setupOpts{Fixture: []fixtureMod{withRoster("bob", "alice"), withConsent("bob", true)}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		bob := b.paired(t, "bob")
@@ -109,7 +109,7 @@ func TestPausedConsent_DeviceOwnerPausedRunsNothingForTheSite(t *testing.T) { //
 	})
 }
 
-func TestRefusal_CancelledJobIsNamedToTheDeviceHoldingIt(t *testing.T) { // F37, A13.2, A14.3
+func TestRefusal_CancelledJobIsNamedToTheDeviceHoldingIt(t *testing.T) { // RB-F37, RB-A13.2, RB-A14.3
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -118,7 +118,7 @@ func TestRefusal_CancelledJobIsNamedToTheDeviceHoldingIt(t *testing.T) { // F37,
 		resp, err := b.site.Cancel(b.ctx, "job-1")
 		require.NoError(t, err)
 		require.True(t, resp.Cancelled)
-		// A repeat is still true, and pending keeps listing it (A14.3).
+		// A repeat is still true, and pending keeps listing it (RB-A14.3).
 		resp, err = b.site.Cancel(b.ctx, "job-1")
 		require.NoError(t, err)
 		require.True(t, resp.Cancelled)
@@ -136,7 +136,7 @@ func TestRefusal_CancelledJobIsNamedToTheDeviceHoldingIt(t *testing.T) { // F37,
 	})
 }
 
-func TestRefusal_CancelledJobIsOfferedToNobody(t *testing.T) { // F38
+func TestRefusal_CancelledJobIsOfferedToNobody(t *testing.T) { // RB-F38
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
 		resp, err := b.site.Cancel(b.ctx, "job-1")
@@ -150,7 +150,7 @@ func TestRefusal_CancelledJobIsOfferedToNobody(t *testing.T) { // F38
 	})
 }
 
-func TestRefusal_CancelOfAnotherSitesJobIsRefused(t *testing.T) { // F39
+func TestRefusal_CancelOfAnotherSitesJobIsRefused(t *testing.T) { // RB-F39
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		foreign := b.otherSite.Stub("foreign", protocol.KindGenerate, "alice", b.storeNow(t)+jobTTL.Milliseconds())
 		_, err := b.store.Enqueue(b.ctx, store.EnqueueInput{SiteID: siteOther, Stub: foreign})
@@ -167,7 +167,7 @@ func TestRefusal_CancelOfAnotherSitesJobIsRefused(t *testing.T) { // F39
 	})
 }
 
-func TestRefusal_RefusedJobIsNotOfferedBackToTheRunnerThatRefusedIt(t *testing.T) { // F40, A10.2
+func TestRefusal_RefusedJobIsNotOfferedBackToTheRunnerThatRefusedIt(t *testing.T) { // RB-F40, RB-A10.2
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -185,7 +185,7 @@ func TestRefusal_RefusedJobIsNotOfferedBackToTheRunnerThatRefusedIt(t *testing.T
 	})
 }
 
-func TestRefusal_JobGoesBackToARunnerThatOnlyWentAway(t *testing.T) { // F41
+func TestRefusal_JobGoesBackToARunnerThatOnlyWentAway(t *testing.T) { // RB-F41
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))

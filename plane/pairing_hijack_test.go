@@ -83,12 +83,12 @@ func attackerCaps() []proto2.Capability {
 	return caps
 }
 
-// D13 (issue 27): someone who knows only a device's public identity starts
+// RD-D13 (issue 27): someone who knows only a device's public identity starts
 // codes for it from another address, as often as the rate limit lets them.
 // The real daemon's code stays pending (the reference answers it expired:
 // one code per keypair), the attacker's poll never answers approved, and
 // the presence written at approval holds the real daemon's capabilities.
-func TestD13_AStartFromAnotherAddressCannotCancelOrCollectAPairing(t *testing.T) {
+func TestRD_D13_AStartFromAnotherAddressCannotCancelOrCollectAPairing(t *testing.T) {
 	eachStoreFromAddresses(t, func(t *testing.T, b *bundle, device protocol.PublicIdentity) {
 		mine := b.startFrom(t, daemonAddr, device, capabilities2())
 		theirs := b.startFrom(t, attackerAddr, device, attackerCaps())
@@ -121,10 +121,10 @@ func TestD13_AStartFromAnotherAddressCannotCancelOrCollectAPairing(t *testing.T)
 	})
 }
 
-// D13: a fixture written by hand approves a device whose one pending code
+// RD-D13: a fixture written by hand approves a device whose one pending code
 // was started before it; with a second code beside it nobody can tell
 // which is the device's, so neither collects until one is marked.
-func TestD13_AHandWrittenApprovalCollectsOnlyALoneCode(t *testing.T) {
+func TestRD_D13_AHandWrittenApprovalCollectsOnlyALoneCode(t *testing.T) {
 	eachStoreFromAddresses(t, func(t *testing.T, b *bundle, device protocol.PublicIdentity) {
 		mine := b.startFrom(t, daemonAddr, device, capabilities2())
 		theirs := b.startFrom(t, attackerAddr, device, attackerCaps())
@@ -138,10 +138,10 @@ func TestD13_AHandWrittenApprovalCollectsOnlyALoneCode(t *testing.T) {
 	})
 }
 
-// D13: a daemon restarted mid-pairing starts again from its own address
+// RD-D13: a daemon restarted mid-pairing starts again from its own address
 // with the same keys; its new code replaces the old one, as the
 // reference's does, and pairs.
-func TestD13_ARestartedDaemonReplacesItsOwnCode(t *testing.T) {
+func TestRD_D13_ARestartedDaemonReplacesItsOwnCode(t *testing.T) {
 	eachStoreFromAddresses(t, func(t *testing.T, b *bundle, device protocol.PublicIdentity) {
 		theirs := b.startFrom(t, attackerAddr, device, attackerCaps())
 		killed := b.startFrom(t, daemonAddr, device, capabilities2())
@@ -155,10 +155,10 @@ func TestD13_ARestartedDaemonReplacesItsOwnCode(t *testing.T) {
 	})
 }
 
-// D13: one identity holds at most pairing.CodesPerDevice codes, each from
+// RD-D13: one identity holds at most pairing.CodesPerDevice codes, each from
 // its own address; a fifth address is refused as a start at capacity is,
 // and an address that holds one may always start again.
-func TestD13_OneDeviceHoldsABoundedNumberOfCodes(t *testing.T) {
+func TestRD_D13_OneDeviceHoldsABoundedNumberOfCodes(t *testing.T) {
 	eachStoreFromAddresses(t, func(t *testing.T, b *bundle, device protocol.PublicIdentity) {
 		for _, addr := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3", daemonAddr} {
 			b.startFrom(t, addr, device, capabilities2())

@@ -20,7 +20,7 @@ func (panicky) Claim(context.Context, store.ClaimInput) ([]protocol.ClaimedStub,
 
 // A panic while serving is a logged JSON 500 on a connection that stays
 // usable, never a dropped connection; the next request is served.
-func TestG26_PanicIsAJSON500AndTheRelayKeepsServing(t *testing.T) {
+func TestRB_G26_PanicIsAJSON500AndTheRelayKeepsServing(t *testing.T) {
 	wrap := func(s store.RoutingStore) store.RoutingStore { return panicky{s} }
 	eachStore(t, &setupOpts{WrapStore: wrap}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")

@@ -142,7 +142,7 @@ func New(cfg Config) *Relay {
 	r.classifier = newClassifier(r.env, cfg)
 	r.public = newEcho(cfg.Logger, observer{started: cfg.RequestStarted, answered: cfg.ObserveRequest})
 	r.public.Pre(resolvePath)
-	// The reference never checks the method (A0.6). Echo's Any covers only
+	// The reference never checks the method (RB-A0.6). Echo's Any covers only
 	// the common ones, so a site route is its path's not-found handler,
 	// which echo runs for every method; the catch-all takes other methods
 	// the same way.
@@ -172,7 +172,7 @@ func newEcho(logger *slog.Logger, observe observer) *echo.Echo {
 	return e
 }
 
-// siteRoute serves one of the fixed site-plane routes (A4).
+// siteRoute serves one of the fixed site-plane routes (RB-A4).
 func (r *Relay) siteRoute(name string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		setRoute(c, "site/"+name)
@@ -181,7 +181,7 @@ func (r *Relay) siteRoute(name string) echo.HandlerFunc {
 }
 
 // dispatch routes every other public request, in the reference's order
-// (A1): the debug page where it is public, then the daemon plane by the
+// (RB-A1): the debug page where it is public, then the daemon plane by the
 // last path segment under the base path.
 func (r *Relay) dispatch(c echo.Context) error {
 	path := c.Request().URL.EscapedPath()
@@ -289,7 +289,7 @@ func resolveDotSegments(p string) string {
 }
 
 // readBody reads the body of a POST; every other method has an empty body
-// (A0.3). A body over the cap is refused with 413.
+// (RB-A0.3). A body over the cap is refused with 413.
 func (r *Relay) readBody(req *http.Request) (*protocol.Body, error) {
 	if req.Method != http.MethodPost || req.Body == nil {
 		return r.decoder.Body(nil), nil

@@ -1,6 +1,6 @@
 package plane_test
 
-// Per-caller rate limits (design.md §3, G26): a token bucket per verified
+// Per-caller rate limits (design.md §3, RB-G26): a token bucket per verified
 // runner, per verified site and per pairing client address, kept where the
 // routing state is and shared by every replica on it.
 
@@ -24,7 +24,7 @@ import (
 )
 
 // bodyRateLimited is the 429 body; retryAfter is whole seconds, as the
-// protocol's WireError defines it (decision D1).
+// protocol's WireError defines it (decision P2-D1).
 func bodyRateLimited(retryAfterSeconds int64) string {
 	return `{"error":"rate-limited","message":"too many requests from this caller; wait retryAfter seconds and try again","retryAfter":` +
 		strconv.FormatInt(retryAfterSeconds, 10) + `}`
@@ -38,7 +38,7 @@ func requireRateLimited(t *testing.T, resp peer.RawResponse, retryAfterSeconds i
 	require.Equal(t, []string{strconv.FormatInt(retryAfterSeconds, 10)}, resp.Header.Values("Retry-After"))
 }
 
-func TestG26_RunnerOverItsRateIs429AndTheRefusedRequestChangesNothing(t *testing.T) {
+func TestRB_G26_RunnerOverItsRateIs429AndTheRefusedRequestChangesNothing(t *testing.T) {
 	opts := &setupOpts{RateLimit: ratelimit.Rate{Every: time.Minute, Burst: 2}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
@@ -68,7 +68,7 @@ func TestG26_RunnerOverItsRateIs429AndTheRefusedRequestChangesNothing(t *testing
 	})
 }
 
-func TestG26_RateLimitedAnswerRoundsRetryAfterUpToWholeSeconds(t *testing.T) {
+func TestRB_G26_RateLimitedAnswerRoundsRetryAfterUpToWholeSeconds(t *testing.T) {
 	opts := &setupOpts{RateLimit: ratelimit.Rate{Every: 1500 * time.Millisecond, Burst: 1}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
@@ -84,7 +84,7 @@ func TestG26_RateLimitedAnswerRoundsRetryAfterUpToWholeSeconds(t *testing.T) {
 // can spend a runner's tokens by naming it; and a stranger learns nothing
 // of the bucket either, getting the same refusal whether it is empty or
 // not.
-func TestG26_StrangerNamingARunnerCannotDrainItsBucket(t *testing.T) {
+func TestRB_G26_StrangerNamingARunnerCannotDrainItsBucket(t *testing.T) {
 	opts := &setupOpts{RateLimit: ratelimit.Rate{Every: time.Hour, Burst: 1}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
@@ -109,7 +109,7 @@ func TestG26_StrangerNamingARunnerCannotDrainItsBucket(t *testing.T) {
 	})
 }
 
-func TestG26_SiteOverItsRateIs429AndEachSiteHasItsOwnBucket(t *testing.T) {
+func TestRB_G26_SiteOverItsRateIs429AndEachSiteHasItsOwnBucket(t *testing.T) {
 	opts := &setupOpts{SiteRateLimit: ratelimit.Rate{Every: time.Hour, Burst: 1}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		_, err := b.site.Pending(b.ctx)
@@ -133,7 +133,7 @@ func TestG26_SiteOverItsRateIs429AndEachSiteHasItsOwnBucket(t *testing.T) {
 	})
 }
 
-func TestG26_PairIsChargedToTheClientAddress(t *testing.T) {
+func TestRB_G26_PairIsChargedToTheClientAddress(t *testing.T) {
 	opts := &setupOpts{RateLimit: ratelimit.Rate{Every: time.Hour, Burst: 2}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		pair := pairBody(t, "alice", b.keys["alice"].Public())
@@ -152,7 +152,7 @@ func TestG26_PairIsChargedToTheClientAddress(t *testing.T) {
 	})
 }
 
-func TestG26_BehindALoadBalancerPairIsChargedToTheLastForwardedAddress(t *testing.T) {
+func TestRB_G26_BehindALoadBalancerPairIsChargedToTheLastForwardedAddress(t *testing.T) {
 	opts := &setupOpts{RateLimit: ratelimit.Rate{Every: time.Hour, Burst: 1}, TrustForwardedFor: true}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		pair := pairBody(t, "alice", b.keys["alice"].Public())
@@ -180,7 +180,7 @@ func TestG26_BehindALoadBalancerPairIsChargedToTheLastForwardedAddress(t *testin
 
 // Two replicas on one Valkey charge one caller's requests to one bucket,
 // whichever replica each request reaches.
-func TestG26_ReplicasOnOneValkeyLimitACallerTogether(t *testing.T) {
+func TestRB_G26_ReplicasOnOneValkeyLimitACallerTogether(t *testing.T) {
 	opts := &setupOpts{RateLimit: ratelimit.Rate{Every: time.Hour, Burst: 3}}
 	b := setup(t, valkeyStore, opts)
 	vs := b.store.(*valkey.Store)
@@ -211,7 +211,7 @@ func (failingLimiter) Allow(context.Context, string) (ratelimit.Decision, error)
 
 // A limiter that cannot answer lets requests through (fail open; see
 // codec.Env.Charge for why): never a 500, never a refusal of its own.
-func TestG26_LimiterThatCannotAnswerLetsRequestsThrough(t *testing.T) {
+func TestRB_G26_LimiterThatCannotAnswerLetsRequestsThrough(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		limiters := map[string]ratelimit.Limiter{"failing": failingLimiter{}}
 		if vs, ok := b.store.(*valkey.Store); ok {
@@ -246,11 +246,11 @@ func TestG26_LimiterThatCannotAnswerLetsRequestsThrough(t *testing.T) {
 	})
 }
 
-// TestG26_ASiteRefusedBeforeItsWriteIsStillCharged: a site's write takes
+// TestRB_G26_ASiteRefusedBeforeItsWriteIsStillCharged: a site's write takes
 // its charge within the store operation, so a call refused before it
 // (here its schema) pays on its own first; over the rate, the refused
 // call is told so instead, as when the charge came first.
-func TestG26_ASiteRefusedBeforeItsWriteIsStillCharged(t *testing.T) {
+func TestRB_G26_ASiteRefusedBeforeItsWriteIsStillCharged(t *testing.T) {
 	opts := &setupOpts{SiteRateLimit: ratelimit.Rate{Every: time.Hour, Burst: 2}}
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
 		resp := siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", []byte(`{"siteId":"site_main"}`))

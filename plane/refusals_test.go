@@ -1,7 +1,7 @@
 package plane_test
 
-// Every refusal of relay-behaviour.md A16, byte for byte, and the orders of
-// the auth pipelines (A3, A4) that decide which refusal wins.
+// Every refusal of relay-behaviour.md RB-A16, byte for byte, and the orders of
+// the auth pipelines (RB-A3, RB-A4) that decide which refusal wins.
 
 import (
 	"net/http"
@@ -42,7 +42,7 @@ func fetchBody(t *testing.T, runner, jobID, leaseID string) []byte {
 }
 
 // resultBody is a result sealed by the runner's own device, as the store
-// requires of the holder's (D11).
+// requires of the holder's (P2-D11).
 func (b *bundle) resultBody(t *testing.T, runner, jobID, leaseID string) []byte {
 	t.Helper()
 	device := b.keys[strings.TrimPrefix(runner, "runner_")]
@@ -58,7 +58,7 @@ func (b *bundle) payloadBody(t *testing.T, jobID string) []byte {
 	return mustJSON(t, protocol.PayloadRequest{SiteID: siteMain, JobID: jobID, Envelope: env})
 }
 
-// a16Case is one refusal of A16: what to set up and send, and the exact
+// a16Case is one refusal of RB-A16: what to set up and send, and the exact
 // answer.
 type a16Case struct {
 	name   string
@@ -68,7 +68,7 @@ type a16Case struct {
 	body   func(b *bundle) string
 }
 
-func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
+func TestEveryA16RefusalByteForByte(t *testing.T) { // RB-A16 #1–#26, RB-F93
 	cases := slices.Concat(a16AuthRefusals(), a16RequestRefusals(), a16PairRefusals(), a16SiteWriteRefusals())
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestEveryA16RefusalByteForByte(t *testing.T) { // A16 #1–#26, F93
 	}
 }
 
-// a16AuthRefusals are A16 #1–#7: the path, the signature and who signs.
+// a16AuthRefusals are RB-A16 #1–#7: the path, the signature and who signs.
 func a16AuthRefusals() []a16Case {
 	return []a16Case{
 		{"01 unknown path", nil, func(t *testing.T, b *bundle) peer.RawResponse {
@@ -130,7 +130,7 @@ func a16AuthRefusals() []a16Case {
 	}
 }
 
-// a16RequestRefusals are A16 #8–#16: the body, whose it is, and the job
+// a16RequestRefusals are RB-A16 #8–#16: the body, whose it is, and the job
 // and lease it names.
 func a16RequestRefusals() []a16Case {
 	return []a16Case{
@@ -140,7 +140,7 @@ func a16RequestRefusals() []a16Case {
 			return resp
 		}, 400, fixed(bodySchema)},
 		{"09 site schema", nil, func(t *testing.T, b *bundle) peer.RawResponse {
-			// An extra stub field such as audienceAllow is refused (A11.1, F8).
+			// An extra stub field such as audienceAllow is refused (RB-A11.1, RB-F8).
 			body := []byte(`{"siteId":"site_main","stub":{"id":"j","kind":"llm.generate","owner":"alice","site":"` + b.keys["site"].KeyID() +
 				`","audience":"named","sizeClass":"small","streaming":false,"deadlineAt":9999999999999,"audienceAllow":["bob"]}}`)
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", body)
@@ -203,7 +203,7 @@ func a16RequestRefusals() []a16Case {
 	}
 }
 
-// a16PairRefusals are A16 #17–#22: the refusals of POST /byollm/pair.
+// a16PairRefusals are RB-A16 #17–#22: the refusals of POST /byollm/pair.
 func a16PairRefusals() []a16Case {
 	return []a16Case{
 		{"17 pair schema: a device-code pairing body", nil, func(t *testing.T, b *bundle) peer.RawResponse {
@@ -229,7 +229,7 @@ func a16PairRefusals() []a16Case {
 	}
 }
 
-// a16SiteWriteRefusals are A16 #23–#26: the refusals of a site's
+// a16SiteWriteRefusals are RB-A16 #23–#26: the refusals of a site's
 // enqueue and payload.
 func a16SiteWriteRefusals() []a16Case {
 	return []a16Case{
@@ -237,7 +237,7 @@ func a16SiteWriteRefusals() []a16Case {
 			return siteDo(b.ctx, t, b.site, http.MethodPost, "enqueue", enqueueBody(t, siteMain, b.stub(t, "j", "alice", namedSite("BYOLLM-0000-0000-0000-0000-0000-0000"))))
 		}, 403, fixed(bodyStubWrongSite)},
 		{"24 job id held by another site", nil, func(t *testing.T, b *bundle) peer.RawResponse {
-			// Only a shared store can hold another site's job (G25).
+			// Only a shared store can hold another site's job (RB-G25).
 			foreign := b.otherSite.Stub("shared-id", protocol.KindGenerate, "alice", b.storeNow(t)+jobTTL.Milliseconds())
 			_, err := b.store.Enqueue(b.ctx, store.EnqueueInput{SiteID: siteOther, Stub: foreign})
 			require.NoError(t, err)
@@ -266,7 +266,7 @@ func a16SiteWriteRefusals() []a16Case {
 
 func fixed(body string) func(*bundle) string { return func(*bundle) string { return body } }
 
-func TestAuthOrder_RevokedRunnerWithAMalformedBodyGets403Not400(t *testing.T) { // A3.4 before A3.6, G6
+func TestAuthOrder_RevokedRunnerWithAMalformedBodyGets403Not400(t *testing.T) { // RB-A3.4 before RB-A3.6, RB-G6
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.project(t, withRevocation("alice"))
@@ -283,7 +283,7 @@ func TestAuthOrder_RevokedRunnerWithAMalformedBodyGets403Not400(t *testing.T) { 
 	})
 }
 
-func TestAuthOrder_UnknownRunnerWithAStaleTimestampIsNotRecognised(t *testing.T) { // A3.2 before A3.3
+func TestAuthOrder_UnknownRunnerWithAStaleTimestampIsNotRecognised(t *testing.T) { // RB-A3.2 before RB-A3.3
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.daemonAt(t, "alice", b.url, "runner_alice") // never paired
 		body := claimBody(t, "runner_alice")
@@ -292,7 +292,7 @@ func TestAuthOrder_UnknownRunnerWithAStaleTimestampIsNotRecognised(t *testing.T)
 	})
 }
 
-func TestAuthOrder_StaleAndBadlySignedIsClockSkew(t *testing.T) { // A2.5
+func TestAuthOrder_StaleAndBadlySignedIsClockSkew(t *testing.T) { // RB-A2.5
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		b.paired(t, "alice")
 		impostor := b.daemonAt(t, "stranger", b.url, "runner_alice")
@@ -307,7 +307,7 @@ func TestAuthOrder_StaleAndBadlySignedIsClockSkew(t *testing.T) { // A2.5
 	})
 }
 
-func TestAuthOrder_SkewOfExactly120000msIsAcceptedEitherWay(t *testing.T) { // A2.5, D3
+func TestAuthOrder_SkewOfExactly120000msIsAcceptedEitherWay(t *testing.T) { // RB-A2.5, RB-D3
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
@@ -325,7 +325,7 @@ func TestAuthOrder_SkewOfExactly120000msIsAcceptedEitherWay(t *testing.T) { // A
 	})
 }
 
-func TestAuthOrder_SiteSchemaIsCheckedBeforeTheSiteIdAndTheRelaySite(t *testing.T) { // A4.4 before A4.5, A4.6
+func TestAuthOrder_SiteSchemaIsCheckedBeforeTheSiteIdAndTheRelaySite(t *testing.T) { // RB-A4.4 before RB-A4.5, RB-A4.6
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		// A read with no siteId at all: 400 after auth.
 		resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/results", Header: b.site.SignHeaders("site/results", nil)})
@@ -338,7 +338,7 @@ func TestAuthOrder_SiteSchemaIsCheckedBeforeTheSiteIdAndTheRelaySite(t *testing.
 	})
 }
 
-func TestPairIsIdempotentAndNamesTheSitesIdentity(t *testing.T) { // A5.7, A5.1, G22
+func TestPairIsIdempotentAndNamesTheSitesIdentity(t *testing.T) { // RB-A5.7, RB-A5.1, RB-G22
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		want := `{"protocolVersion":"0","runnerId":"runner_alice","site":` + string(mustJSON(t, b.keys["site"].Public())) + `}`
 		for range 2 {
@@ -350,7 +350,7 @@ func TestPairIsIdempotentAndNamesTheSitesIdentity(t *testing.T) { // A5.7, A5.1,
 	})
 }
 
-func TestPairNeedsNoSignatureButConsentIsCheckedAgainstTheRelaySite(t *testing.T) { // A5.3, C3
+func TestPairNeedsNoSignatureButConsentIsCheckedAgainstTheRelaySite(t *testing.T) { // RB-A5.3, RB-C3
 	onlyOther := func(f *projection.Fixture, _ keyring) {
 		f.Consents = []projection.ConsentRecord{{Owner: "alice", SiteID: siteOther}}
 	}
@@ -359,7 +359,7 @@ func TestPairNeedsNoSignatureButConsentIsCheckedAgainstTheRelaySite(t *testing.T
 	})
 }
 
-func TestSignatureHeaders_GarbageIsAFailedCheckAndRepeatsAreJoined(t *testing.T) { // A2.1, A2.4
+func TestSignatureHeaders_GarbageIsAFailedCheckAndRepeatsAreJoined(t *testing.T) { // RB-A2.1, RB-A2.4
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")

@@ -75,7 +75,7 @@ func errorWriter(logger *slog.Logger) echo.HTTPErrorHandler {
 // writeRefusal sends a refusal of any protocol. A refusal that asks the
 // caller to come back later says when twice, in the body's retryAfter and
 // in Retry-After, both in whole seconds as WireError defines them
-// (decision D1).
+// (decision P2-D1).
 func writeRefusal(c echo.Context, r codec.Refusal) error {
 	status, body, retryAfter := r.Wire()
 	if retryAfter > 0 {

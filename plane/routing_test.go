@@ -1,6 +1,6 @@
 package plane_test
 
-// The routing table of relay-behaviour.md A1 and the transport rules of A0:
+// The routing table of relay-behaviour.md RB-A1 and the transport rules of RB-A0:
 // dispatch on the escaped path, the daemon plane by last segment under the
 // base path, fixed site-plane paths, and no method checks.
 
@@ -15,7 +15,7 @@ import (
 
 const emptyClaim = `{"jobs":[],"leaseMs":60000}`
 
-func TestRouting_DaemonPlaneDispatchesOnTheLastSegmentAtAnyDepth(t *testing.T) { // A1.3, G15
+func TestRouting_DaemonPlaneDispatchesOnTheLastSegmentAtAnyDepth(t *testing.T) { // RB-A1.3, RB-G15
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
@@ -29,7 +29,7 @@ func TestRouting_DaemonPlaneDispatchesOnTheLastSegmentAtAnyDepth(t *testing.T) {
 	})
 }
 
-func TestRouting_PathsThatAreNotAnEndpointAre404(t *testing.T) { // A1.2, A1.3, A1.5, A0.5, G3
+func TestRouting_PathsThatAreNotAnEndpointAre404(t *testing.T) { // RB-A1.2, RB-A1.3, RB-A1.5, RB-A0.5, RB-G3
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
@@ -62,7 +62,7 @@ func TestRouting_PathsThatAreNotAnEndpointAre404(t *testing.T) { // A1.2, A1.3, 
 	})
 }
 
-func TestRouting_DotSegmentsAreResolvedBeforeDispatch(t *testing.T) { // A0.5
+func TestRouting_DotSegmentsAreResolvedBeforeDispatch(t *testing.T) { // RB-A0.5
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
@@ -82,7 +82,7 @@ func TestRouting_DotSegmentsAreResolvedBeforeDispatch(t *testing.T) { // A0.5
 	})
 }
 
-func TestRouting_PercentEncodedDotSegmentsAreResolvedToo(t *testing.T) { // A0.5
+func TestRouting_PercentEncodedDotSegmentsAreResolvedToo(t *testing.T) { // RB-A0.5
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
@@ -99,7 +99,7 @@ func TestRouting_PercentEncodedDotSegmentsAreResolvedToo(t *testing.T) { // A0.5
 	})
 }
 
-func TestRouting_MethodIsNeverCheckedAndOnlyPostHasABody(t *testing.T) { // A0.3, A0.6, G16
+func TestRouting_MethodIsNeverCheckedAndOnlyPostHasABody(t *testing.T) { // RB-A0.3, RB-A0.6, RB-G16
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		// GET on claim passes auth over the empty body, then fails the schema.
@@ -124,7 +124,7 @@ func TestRouting_MethodIsNeverCheckedAndOnlyPostHasABody(t *testing.T) { // A0.3
 			b.requireUndeclared(t, resp, 400, bodyPairSchema)
 		}
 
-		// A POST to a read route has its body signed and then ignored (A14.2).
+		// A POST to a read route has its body signed and then ignored (RB-A14.2).
 		resp, err := b.site.Do(b.ctx, http.MethodPost, "pending", []byte(`{"anything":1}`))
 		require.NoError(t, err)
 		requireAnswer(t, resp, 400, bodySchema) // no siteId in the query
@@ -133,7 +133,7 @@ func TestRouting_MethodIsNeverCheckedAndOnlyPostHasABody(t *testing.T) { // A0.3
 	})
 }
 
-func TestRouting_EveryMethodReachesTheHandlerEvenOnesTheRouterDoesNotList(t *testing.T) { // A0.6
+func TestRouting_EveryMethodReachesTheHandlerEvenOnesTheRouterDoesNotList(t *testing.T) { // RB-A0.6
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		// Methods outside the usual set (WebDAV and cache verbs, which Node's
 		// HTTP parser accepts) must still go through auth, not get a 404.
@@ -146,7 +146,7 @@ func TestRouting_EveryMethodReachesTheHandlerEvenOnesTheRouterDoesNotList(t *tes
 	})
 }
 
-func TestRouting_BasePathOptionMovesTheDaemonPlaneOnly(t *testing.T) { // A1.1, A1.2
+func TestRouting_BasePathOptionMovesTheDaemonPlaneOnly(t *testing.T) { // RB-A1.1, RB-A1.2
 	eachStore(t, &setupOpts{BasePath: "/custom/relay//"}, func(t *testing.T, b *bundle) {
 		// The client drops trailing slashes as the relay does, so it pairs at /custom/relay/pair.
 		d := b.paired(t, "alice")
@@ -172,7 +172,7 @@ func TestRouting_BasePathOptionMovesTheDaemonPlaneOnly(t *testing.T) { // A1.1, 
 	})
 }
 
-func TestRouting_EveryResponseIsJSONWithNoCharset(t *testing.T) { // A0.2
+func TestRouting_EveryResponseIsJSONWithNoCharset(t *testing.T) { // RB-A0.2
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))

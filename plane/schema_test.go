@@ -1,7 +1,7 @@
 package plane_test
 
-// Schema edges that only show over the wire (relay-behaviour.md A6, A9, A10,
-// A14, G5, G16, G18), and the deployment posture audit (F10).
+// Schema edges that only show over the wire (relay-behaviour.md RB-A6, RB-A9, RB-A10,
+// RB-A14, RB-G5, RB-G16, RB-G18), and the deployment posture audit (RB-F10).
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-func TestG18_IntegersAcceptIntegralFormsAndLeaseItemsAreNotStrict(t *testing.T) {
+func TestRB_G18_IntegersAcceptIntegralFormsAndLeaseItemsAreNotStrict(t *testing.T) {
 	eachStore(t, &setupOpts{LeaseMs: 5000}, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"), b.stub(t, "job-2", "alice"), b.stub(t, "job-3", "alice"))
@@ -61,7 +61,7 @@ func TestG18_IntegersAcceptIntegralFormsAndLeaseItemsAreNotStrict(t *testing.T) 
 	})
 }
 
-func TestG5_OnlyClaimChecksTheBodyRunnerIdAndOnlyAfterTheSchema(t *testing.T) {
+func TestRB_G5_OnlyClaimChecksTheBodyRunnerIdAndOnlyAfterTheSchema(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		// Schema first: a mismatched runner id in a malformed claim is a 400.
@@ -87,7 +87,7 @@ func TestG5_OnlyClaimChecksTheBodyRunnerIdAndOnlyAfterTheSchema(t *testing.T) {
 	})
 }
 
-func TestG16_ReadQueryIsUnsignedFirstValueWinsAndDecoded(t *testing.T) {
+func TestRB_G16_ReadQueryIsUnsignedFirstValueWinsAndDecoded(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		h := b.site.SignHeaders("site/results", nil)
 		for query, want := range map[string]string{
@@ -112,7 +112,7 @@ func TestG16_ReadQueryIsUnsignedFirstValueWinsAndDecoded(t *testing.T) {
 	})
 }
 
-func TestEnqueueAcceptsAnyOwnerAndAnExpiredDeadline(t *testing.T) { // A4 (no consent on the site plane), A11.5, G13, G24
+func TestEnqueueAcceptsAnyOwnerAndAnExpiredDeadline(t *testing.T) { // RB-A4 (no consent on the site plane), RB-A11.5, RB-G13, RB-G24
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		b.enqueue(t, b.stub(t, "nobodys", "someone who never consented"))
 		b.enqueue(t, b.stub(t, "expired", "alice", deadline(b.storeNow(t)-1)))
@@ -125,7 +125,7 @@ func TestEnqueueAcceptsAnyOwnerAndAnExpiredDeadline(t *testing.T) { // A4 (no co
 	})
 }
 
-func TestDeploymentPosture_RefusesEveryStrangerInJSON(t *testing.T) { // F10, F11, E6
+func TestDeploymentPosture_RefusesEveryStrangerInJSON(t *testing.T) { // RB-F10, RB-F11, RB-E6
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		enq := enqueueBody(t, siteMain, b.stub(t, "job-1", "alice"))
 		stranger := b.siteAs(t, "stranger", siteMain)
@@ -151,7 +151,7 @@ func TestDeploymentPosture_RefusesEveryStrangerInJSON(t *testing.T) { // F10, F1
 	})
 }
 
-func TestG23_ClaimNarrowsByKindOnlyAmongTheCapabilityFields(t *testing.T) {
+func TestRB_G23_ClaimNarrowsByKindOnlyAmongTheCapabilityFields(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t,

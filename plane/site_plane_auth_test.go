@@ -1,6 +1,6 @@
 package plane_test
 
-// Upstream's site-plane-auth cases (F42–F55), over HTTP.
+// Upstream's site-plane-auth cases (RB-F42–RB-F55), over HTTP.
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func enqueueBody(t *testing.T, siteID string, s protocol.JobStub) []byte {
 	return mustJSON(t, protocol.EnqueueRequest{SiteID: siteID, Stub: s})
 }
 
-func TestSitePlane_UnsignedEnqueueIsRefusedAndStoresNothing(t *testing.T) { // F42
+func TestSitePlane_UnsignedEnqueueIsRefusedAndStoresNothing(t *testing.T) { // RB-F42
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		body := enqueueBody(t, siteMain, b.stub(t, "job-1", "alice"))
 		resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/relay/site/enqueue", Body: body})
@@ -37,7 +37,7 @@ func TestSitePlane_UnsignedEnqueueIsRefusedAndStoresNothing(t *testing.T) { // F
 	})
 }
 
-func TestSitePlane_UnsignedReadsOfWhoIsOnlineAreRefused(t *testing.T) { // F43
+func TestSitePlane_UnsignedReadsOfWhoIsOnlineAreRefused(t *testing.T) { // RB-F43
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		for _, route := range []string{"pending", "results"} {
 			resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/" + route + "?siteId=" + siteMain})
@@ -46,7 +46,7 @@ func TestSitePlane_UnsignedReadsOfWhoIsOnlineAreRefused(t *testing.T) { // F43
 	})
 }
 
-func TestSitePlane_ReadsOnlyItsOwnCallerHeader(t *testing.T) { // A2.1
+func TestSitePlane_ReadsOnlyItsOwnCallerHeader(t *testing.T) { // RB-A2.1
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		// A site signature under the daemon plane's caller header is unsigned here.
 		h := b.site.SignHeaders("site/pending", nil)
@@ -57,7 +57,7 @@ func TestSitePlane_ReadsOnlyItsOwnCallerHeader(t *testing.T) { // A2.1
 	})
 }
 
-func TestSitePlane_SignatureFromAKeyThatIsNotTheSitesIsRefused(t *testing.T) { // F44, A16 #6
+func TestSitePlane_SignatureFromAKeyThatIsNotTheSitesIsRefused(t *testing.T) { // RB-F44, RB-A16 #6
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		impostor := b.siteAs(t, "stranger", siteMain)
 		resp, err := impostor.Do(b.ctx, http.MethodPost, "enqueue", enqueueBody(t, siteMain, b.stub(t, "job-1", "alice")))
@@ -67,7 +67,7 @@ func TestSitePlane_SignatureFromAKeyThatIsNotTheSitesIsRefused(t *testing.T) { /
 	})
 }
 
-func TestSitePlane_SiteTheControlPlaneNeverRegisteredIsRefused(t *testing.T) { // F45, A16 #4
+func TestSitePlane_SiteTheControlPlaneNeverRegisteredIsRefused(t *testing.T) { // RB-F45, RB-A16 #4
 	noSites := func(f *projection.Fixture, _ keyring) { f.Sites = []projection.SiteRecord{} }
 	eachStore(t, &setupOpts{Fixture: []fixtureMod{noSites}}, func(t *testing.T, b *bundle) {
 		_, err := b.site.Enqueue(b.ctx, b.stub(t, "job-1", "alice"))
@@ -83,7 +83,7 @@ func TestSitePlane_SiteTheControlPlaneNeverRegisteredIsRefused(t *testing.T) { /
 	})
 }
 
-func TestSitePlane_RegisteredSiteThisRelayDoesNotRouteForIsRefused(t *testing.T) { // F46, A16 #11, G25
+func TestSitePlane_RegisteredSiteThisRelayDoesNotRouteForIsRefused(t *testing.T) { // RB-F46, RB-A16 #11, RB-G25
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		s := b.otherSite.Stub("job-1", protocol.KindGenerate, "alice", b.storeNow(t)+jobTTL.Milliseconds())
 		_, err := b.otherSite.Enqueue(b.ctx, s)
@@ -94,7 +94,7 @@ func TestSitePlane_RegisteredSiteThisRelayDoesNotRouteForIsRefused(t *testing.T)
 	})
 }
 
-func TestSitePlane_DaemonIsNeverOfferedAnotherSitesJob(t *testing.T) { // F47
+func TestSitePlane_DaemonIsNeverOfferedAnotherSitesJob(t *testing.T) { // RB-F47
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		// Written straight into the store, as a shared store would hold it.
@@ -106,7 +106,7 @@ func TestSitePlane_DaemonIsNeverOfferedAnotherSitesJob(t *testing.T) { // F47
 	})
 }
 
-func TestSitePlane_BodyNamingASiteTheSignatureDoesNotIsForbidden(t *testing.T) { // F48, A16 #10
+func TestSitePlane_BodyNamingASiteTheSignatureDoesNotIsForbidden(t *testing.T) { // RB-F48, RB-A16 #10
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		for name, body := range map[string][]byte{
 			"enqueue": enqueueBody(t, siteOther, b.stub(t, "job-1", "alice")),
@@ -121,7 +121,7 @@ func TestSitePlane_BodyNamingASiteTheSignatureDoesNotIsForbidden(t *testing.T) {
 	})
 }
 
-func TestSitePlane_SignatureMadeForAnotherEndpointIsRefused(t *testing.T) { // F49, A2.8
+func TestSitePlane_SignatureMadeForAnotherEndpointIsRefused(t *testing.T) { // RB-F49, RB-A2.8
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		h := b.site.SignHeaders("site/pending", nil)
 		resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/results?siteId=" + siteMain, Header: h})
@@ -132,7 +132,7 @@ func TestSitePlane_SignatureMadeForAnotherEndpointIsRefused(t *testing.T) { // F
 	})
 }
 
-func TestSitePlane_DaemonSignaturePresentedOnTheSitePlaneIsRefused(t *testing.T) { // F50, A2.8
+func TestSitePlane_DaemonSignaturePresentedOnTheSitePlaneIsRefused(t *testing.T) { // RB-F50, RB-A2.8
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := enqueueBody(t, siteMain, b.stub(t, "job-1", "alice"))
@@ -161,7 +161,7 @@ func TestSitePlane_DaemonSignaturePresentedOnTheSitePlaneIsRefused(t *testing.T)
 	})
 }
 
-func TestSitePlane_RepublishKeepsAClaimedJobAwaitingPayloadWithTheSameLease(t *testing.T) { // F51, A11.4, G13
+func TestSitePlane_RepublishKeepsAClaimedJobAwaitingPayloadWithTheSameLease(t *testing.T) { // RB-F51, RB-A11.4, RB-G13
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		s := b.stub(t, "job-1", "alice")
@@ -182,7 +182,7 @@ func TestSitePlane_RepublishKeepsAClaimedJobAwaitingPayloadWithTheSameLease(t *t
 	})
 }
 
-func TestSitePlane_RunnerRevokedOnlyByTheRevokedListCannotClaim(t *testing.T) { // F52, A3 order
+func TestSitePlane_RunnerRevokedOnlyByTheRevokedListCannotClaim(t *testing.T) { // RB-F52, RB-A3 order
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -199,7 +199,7 @@ func TestSitePlane_RunnerRevokedOnlyByTheRevokedListCannotClaim(t *testing.T) { 
 	})
 }
 
-func TestSitePlane_DaemonClaimSignedTenMinutesAheadNamesTheClock(t *testing.T) { // F54, A16 #5
+func TestSitePlane_DaemonClaimSignedTenMinutesAheadNamesTheClock(t *testing.T) { // RB-F54, RB-A16 #5
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		body := claimBody(t, "runner_alice")
@@ -212,7 +212,7 @@ func TestSitePlane_DaemonClaimSignedTenMinutesAheadNamesTheClock(t *testing.T) {
 	})
 }
 
-func TestSitePlane_BadDaemonSignatureIsPlainUnauthorized(t *testing.T) { // F55, A16 #6
+func TestSitePlane_BadDaemonSignatureIsPlainUnauthorized(t *testing.T) { // RB-F55, RB-A16 #6
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		b.paired(t, "alice")
 		impostor := b.daemonAt(t, "stranger", b.url, "runner_alice")

@@ -1,6 +1,6 @@
 package plane_test
 
-// Upstream's two-replicas cases (F81–F84): two relay handlers on real
+// Upstream's two-replicas cases (RB-F81–RB-F84): two relay handlers on real
 // sockets, sharing one store or each holding its own.
 
 import (
@@ -17,7 +17,7 @@ import (
 	"github.com/byollm/relayd/protocol"
 )
 
-func TestTwoReplicas_SharedStoreGrantsAJobToExactlyOneOfTwoConcurrentDaemons(t *testing.T) { // F83
+func TestTwoReplicas_SharedStoreGrantsAJobToExactlyOneOfTwoConcurrentDaemons(t *testing.T) { // RB-F83
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		second := b.replica(t, b.store)
 		daemons := []*peer.Daemon{b.paired(t, "alice"), b.pairedAt(t, "alice2", second)}
@@ -50,7 +50,7 @@ func TestTwoReplicas_SharedStoreGrantsAJobToExactlyOneOfTwoConcurrentDaemons(t *
 	})
 }
 
-func TestTwoReplicas_SharedStoreShowsBothDaemonsToBothReplicas(t *testing.T) { // F84
+func TestTwoReplicas_SharedStoreShowsBothDaemonsToBothReplicas(t *testing.T) { // RB-F84
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		second := b.replica(t, b.store)
 		b.paired(t, "alice")            // paired through the first replica
@@ -68,7 +68,7 @@ func TestTwoReplicas_SharedStoreShowsBothDaemonsToBothReplicas(t *testing.T) { /
 	})
 }
 
-func TestTwoReplicas_SeparateStoresShareNothing(t *testing.T) { // F81, F82
+func TestTwoReplicas_SeparateStoresShareNothing(t *testing.T) { // RB-F81, RB-F82
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		own, _ := b.newStore(t)
 		second := b.replica(t, own)

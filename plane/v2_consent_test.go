@@ -16,7 +16,7 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// The refusals of D12, as they travel.
+// The refusals of RD-D12, as they travel.
 const (
 	bodyConsentWithdrawn = `{"error":"forbidden","message":"` + codec2.MsgConsentWithdrawn + `"}`
 	bodyHolderWithdrew   = `{"error":"too-late","message":"` + codec2.MsgHolderWithdrew + `"}`
@@ -50,7 +50,7 @@ func heldForTwoSites(t *testing.T, b *bundle) (d *daemon2, a, o proto2.ClaimedSt
 	return d, a, o, site.pendingFor(t, "job-b")
 }
 
-// D12: once alice withdraws her consent to siteMain, by removing the
+// RD-D12: once alice withdraws her consent to siteMain, by removing the
 // record or by a revocation that names it, while she still consents to
 // siteOther, her device may do no more of siteMain's work it holds:
 // siteMain's pending no longer lists its unsealed claim and a payload for
@@ -61,7 +61,7 @@ func heldForTwoSites(t *testing.T, b *bundle) (d *daemon2, a, o proto2.ClaimedSt
 // queue, where no route reaches it until consent is back, or is given back
 // at once by a release, as the 0.1.1 daemon releases it ("revoked").
 // The "2" twin of TestAdversarial_ConsentRevokedMidJobLeavesNoResultBehind.
-func TestD12_WithdrawnConsentStopsHeldWork(t *testing.T) {
+func TestRD_D12_WithdrawnConsentStopsHeldWork(t *testing.T) {
 	for name, withdraw := range map[string]fixtureMod{
 		"consent removed": withoutSiteConsent("alice", siteMain),
 		"revoked entry":   withRevocation("alice"),
@@ -100,7 +100,7 @@ func TestD12_WithdrawnConsentStopsHeldWork(t *testing.T) {
 				b.requireState(t, "job-b", store.Queued)
 
 				// The unrenewed grant lapses; sealed, it waits one lease
-				// length for its holder (D14), which cannot claim it while
+				// length for its holder (RD-D14), which cannot claim it while
 				// consent is withdrawn, and then goes into the queue, where no
 				// route reaches it until consent is back; then the old lease
 				// is stale.
@@ -120,10 +120,10 @@ func TestD12_WithdrawnConsentStopsHeldWork(t *testing.T) {
 	}
 }
 
-// D12 leaves a paused consent alone, as the reference and protocol "0"
-// (G19) do: a pause routes nothing new, and the work a device holds goes
+// RD-D12 leaves a paused consent alone, as the reference and protocol "0"
+// (RB-G19) do: a pause routes nothing new, and the work a device holds goes
 // on, renewed, sealed, fetched and delivered.
-func TestD12_PausedConsentKeepsHeldWork(t *testing.T) {
+func TestRD_D12_PausedConsentKeepsHeldWork(t *testing.T) {
 	eachStore(t, bothProtocols(withSiteConsent("alice", siteOther, false)), func(t *testing.T, b *bundle) {
 		d, a, _, bRead := heldForTwoSites(t, b)
 		site := b.site2(t, "site", siteMain)

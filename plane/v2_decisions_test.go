@@ -1,7 +1,7 @@
 package plane_test
 
-// Protocol "2"'s decisions (spec protocol-2.md §10, D1-D11) and the
-// ambiguities it settles (§2.4.6, A1-A10), each a named test through real
+// Protocol "2"'s decisions (spec protocol-2.md §10, P2-D1–P2-D11) and the
+// ambiguities it settles (§2.4.6, P2-A1–P2-A10), each a named test through real
 // sockets on every store.
 
 import (
@@ -26,10 +26,10 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// D1: a start refused because too many codes are pending says when to
+// P2-D1: a start refused because too many codes are pending says when to
 // come back, in whole seconds, in the body and in Retry-After alike; the
 // reference says neither.
-func TestD1_PairingAtCapacitySaysWhenToComeBackInSeconds(t *testing.T) {
+func TestP2_D1_PairingAtCapacitySaysWhenToComeBackInSeconds(t *testing.T) {
 	opts := bothProtocols()
 	opts.V2.PairingCapacity = 1
 	eachStore(t, opts, func(t *testing.T, b *bundle) {
@@ -57,11 +57,11 @@ func envelopeOf(t *testing.T, n int64, recipient, sender, direction string) prot
 	return e
 }
 
-// D2: protocol "2" applies the reference's 6 MiB rule exactly, before the
+// P2-D2: protocol "2" applies the reference's 6 MiB rule exactly, before the
 // store, on payload and result; neither --max-ciphertext-bytes (4 MiB by
 // default, a protocol "0" cap) nor the default body cap refuses an
 // envelope the rule accepts.
-func TestD2_V2AppliesExactlyTheSixMiBEnvelopeRule(t *testing.T) {
+func TestP2_D2_V2AppliesExactlyTheSixMiBEnvelopeRule(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		require.Less(t, int64(protocol.DefaultMaxCiphertextBytes), int64(proto2.MaxEnvelopeBytes))
 		site := b.site2(t, "site", siteMain)
@@ -80,10 +80,10 @@ func TestD2_V2AppliesExactlyTheSixMiBEnvelopeRule(t *testing.T) {
 	})
 }
 
-// D4: with no grant author, a claim offers a device only its own owner's
+// P2-D4: with no grant author, a claim offers a device only its own owner's
 // jobs; a roster owner's device is not offered a member's team job, which
 // the published daemon would claim only to refuse.
-func TestD4_ClaimOffersOnlyTheDeviceOwnersJobs(t *testing.T) {
+func TestP2_D4_ClaimOffersOnlyTheDeviceOwnersJobs(t *testing.T) {
 	eachStore(t, bothProtocols(withRoster("bob", "alice")), func(t *testing.T, b *bundle) {
 		site := b.site2(t, "site", siteMain)
 		site.enqueued(t, site.stub2(t, "alice-team", "alice"), site.stub2(t, "bob-team", "bob"))
@@ -99,9 +99,9 @@ func TestD4_ClaimOffersOnlyTheDeviceOwnersJobs(t *testing.T) {
 	})
 }
 
-// D5: a relay serving "2" says on /readyz that no enqueue policy is
+// P2-D5: a relay serving "2" says on /readyz that no enqueue policy is
 // configured; one serving "0" alone has no such policy to lack.
-func TestD5_ReadyzSaysNoEnqueuePolicyIsConfigured(t *testing.T) {
+func TestP2_D5_ReadyzSaysNoEnqueuePolicyIsConfigured(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts *setupOpts
@@ -138,9 +138,9 @@ func (l *logLines) String() string {
 	return l.buf.String()
 }
 
-// D6: a sealing window that lapses is logged when a sweep sees it (the
+// P2-D6: a sealing window that lapses is logged when a sweep sees it (the
 // count is relayd_sweep_sealing_lapsed_total, see metrics).
-func TestD6_SealingWindowLapsesAreLogged(t *testing.T) {
+func TestP2_D6_SealingWindowLapsesAreLogged(t *testing.T) {
 	logs := &logLines{}
 	opts := bothProtocols()
 	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
@@ -155,11 +155,11 @@ func TestD6_SealingWindowLapsesAreLogged(t *testing.T) {
 	})
 }
 
-// D7: the projection says who a runner is. A device listed there may call
+// P2-D7: the projection says who a runner is. A device listed there may call
 // without ever pairing (its presence is rebuilt from the projection, on
 // the store clock); once its record is gone it is not recognised, however
 // much presence remains.
-func TestD7_TheProjectionIsAuthoritativeAndPresenceACache(t *testing.T) {
+func TestP2_D7_TheProjectionIsAuthoritativeAndPresenceACache(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		d := b.device2(t, "alice")
 		_, paired := b.presence(t, "runner_alice")
@@ -177,9 +177,9 @@ func TestD7_TheProjectionIsAuthoritativeAndPresenceACache(t *testing.T) {
 	})
 }
 
-// D11 on protocol "2": a payload sealed to a device that does not hold the
+// P2-D11 on protocol "2": a payload sealed to a device that does not hold the
 // job is refused as a late seal, and the job still waits for its own.
-func TestD11_V2PayloadForAnotherDeviceIsRefused(t *testing.T) {
+func TestP2_D11_V2PayloadForAnotherDeviceIsRefused(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		site := b.site2(t, "site", siteMain)
 		site.enqueued(t, site.stub2(t, "job-1", "alice"))
@@ -196,10 +196,10 @@ func TestD11_V2PayloadForAnotherDeviceIsRefused(t *testing.T) {
 	})
 }
 
-// A1: on a relay serving "0" and "2", a daemon-plane request that
+// P2-A1: on a relay serving "0" and "2", a daemon-plane request that
 // declares no version is refused by name, before its signature, whatever
 // its endpoint; so is a non-string version.
-func TestA1_DaemonPlaneWithoutAVersionIsRefusedByName(t *testing.T) {
+func TestP2_A1_DaemonPlaneWithoutAVersionIsRefusedByName(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		for _, body := range []string{`{"max":1}`, ``, `not json`, `{"protocolVersion":""}`, `[]`} {
 			for _, endpoint := range []string{"pair", "claim", "fetch", "result", "heartbeat", "release"} {
@@ -210,7 +210,7 @@ func TestA1_DaemonPlaneWithoutAVersionIsRefusedByName(t *testing.T) {
 		// The reference's probe: the number 2 is no declaration either.
 		resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: []byte(`{"protocolVersion":2,"max":1}`)})
 		requireAnswer(t, resp, http.StatusBadRequest, bodyNoVersion)
-		// The query declares for a body that does not (V2.1.3).
+		// The query declares for a body that does not (P2-V2.1.3).
 		resp = b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim?protocolVersion=2", Body: []byte(`not json`)})
 		requireAnswer(t, resp, http.StatusUnauthorized, bodyNotSigned)
 		// Unknown paths get the plain 404, with no handshake.
@@ -219,9 +219,9 @@ func TestA1_DaemonPlaneWithoutAVersionIsRefusedByName(t *testing.T) {
 	})
 }
 
-// A2: a site that declares "0" explicitly is served by protocol "0", as
+// P2-A2: a site that declares "0" explicitly is served by protocol "0", as
 // one that declares nothing is.
-func TestA2_SitePlaneDeclaringZeroIsServedAsProtocolZero(t *testing.T) {
+func TestP2_A2_SitePlaneDeclaringZeroIsServedAsProtocolZero(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		stub := b.stub(t, "v0-job", "alice")
 		body := []byte(`{"protocolVersion":"0", "siteId":"` + siteMain + `","stub":` + string(mustJSON(t, stub)) + `}`)
@@ -242,9 +242,9 @@ func TestA2_SitePlaneDeclaringZeroIsServedAsProtocolZero(t *testing.T) {
 	})
 }
 
-// A6: pending and results list every job of the calling site, whatever
+// P2-A6: pending and results list every job of the calling site, whatever
 // protocol enqueued it, on either protocol's read.
-func TestA6_SiteReadsListTheSitesJobsOfBothProtocols(t *testing.T) {
+func TestP2_A6_SiteReadsListTheSitesJobsOfBothProtocols(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		site := b.site2(t, "site", siteMain)
 		site.enqueued(t, site.stub2(t, "v2-job", "alice"))
@@ -278,9 +278,9 @@ func TestA6_SiteReadsListTheSitesJobsOfBothProtocols(t *testing.T) {
 	})
 }
 
-// A7: a device record marked revoked is refused on protocol "0" too, on
+// P2-A7: a device record marked revoked is refused on protocol "0" too, on
 // every endpoint, heartbeat included.
-func TestA7_RevokedDeviceIsRefusedByProtocolZeroToo(t *testing.T) {
+func TestP2_A7_RevokedDeviceIsRefusedByProtocolZeroToo(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.project(t, withRevokedDevice("runner_alice"))
@@ -316,9 +316,9 @@ func rotate(siteID, oldKeys, newKeys string, retiringUntil int64) fixtureMod {
 	}
 }
 
-// A8: a rotated site's earlier key still signs site-plane calls on
+// P2-A8: a rotated site's earlier key still signs site-plane calls on
 // protocol "0" too, strictly before retiringUntil on the relay clock.
-func TestA8_RetiringSiteKeysSignOnProtocolZeroToo(t *testing.T) {
+func TestP2_A8_RetiringSiteKeysSignOnProtocolZeroToo(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		b.keys["next"] = genKeys(t)
 		b.project(t, rotate(siteMain, "site", "next", b.relayNow()+1000))
@@ -365,9 +365,9 @@ func TestV2_RetiringSiteKeysAndSuccessions(t *testing.T) {
 	})
 }
 
-// A10: the advice in a version refusal compares the declared version with
+// P2-A10: the advice in a version refusal compares the declared version with
 // the newest one served, so a leftover "1" is told to upgrade.
-func TestA10_VersionAdviceComparesWithTheNewestServed(t *testing.T) {
+func TestP2_A10_VersionAdviceComparesWithTheNewestServed(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		for declared, advice := range map[string]string{
 			"1":  "Upgrade the daemon: `npm i -g byollm@latest`.",
@@ -383,10 +383,10 @@ func TestA10_VersionAdviceComparesWithTheNewestServed(t *testing.T) {
 	})
 }
 
-// D8, end to end: a job whose sealing window lapsed is re-offered to its
+// P2-D8, end to end: a job whose sealing window lapsed is re-offered to its
 // first claimant alone, and to everyone once that runner lets one more
 // sealing window pass without claiming it.
-func TestD8_AStickyJobBecomesClaimableByOthers(t *testing.T) {
+func TestP2_D8_AStickyJobBecomesClaimableByOthers(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		site := b.site2(t, "site", siteMain)
 		site.enqueued(t, site.stub2(t, "sticky", "alice"))
@@ -401,10 +401,10 @@ func TestD8_AStickyJobBecomesClaimableByOthers(t *testing.T) {
 	})
 }
 
-// D7's stamp: every authenticated call is seen, on the store clock,
+// P2-D7's stamp: every authenticated call is seen, on the store clock,
 // whatever its answer; a heartbeat refused for its schema or its version
 // included.
-func TestD7_EveryAuthenticatedCallStampsPresence(t *testing.T) {
+func TestP2_D7_EveryAuthenticatedCallStampsPresence(t *testing.T) {
 	opts := bothProtocols()
 	opts.V2.DaemonFloor = "0.1.1"
 	eachStore(t, opts, func(t *testing.T, b *bundle) {

@@ -32,14 +32,14 @@ func TestV2_HeartbeatFloorAndUpdateOffer(t *testing.T) {
 		for _, old := range []string{"0.1.0", "0.1.0-alpha.82"} {
 			require.Equal(t, http.StatusUpgradeRequired, d.heartbeatAs(t, old).Status, old)
 		}
-		// The floor is the heartbeat's alone (S37).
+		// The floor is the heartbeat's alone (P2-S37).
 		requireAnswer(t, d.claim(t, 1), http.StatusOK, `{"jobs":[],"leaseMs":60000}`)
 	})
 }
 
 // A heartbeat pins every site its owner consents to, paused included, and
 // names the paused ones in awaitingConsent; an owner consenting to none is
-// serving nothing: everything held is lost and nothing renewed (S13).
+// serving nothing: everything held is lost and nothing renewed (P2-S13).
 func TestV2_HeartbeatSitesAwaitingConsentAndTheEmptyBranch(t *testing.T) {
 	eachStore(t, bothProtocols(withSiteConsent("alice", siteOther, true)), func(t *testing.T, b *bundle) {
 		d, _, c := claimed2(t, b)
@@ -99,8 +99,8 @@ func TestV2_ReleaseSkipsFinishedJobs(t *testing.T) {
 }
 
 // v0 and v2 jobs never meet in a claim (§2.4.3), and a republish of a
-// (site, id) under the other protocol answers the job as it is (A3).
-func TestA3_ProtocolsKeepTheirOwnJobs(t *testing.T) {
+// (site, id) under the other protocol answers the job as it is (P2-A3).
+func TestP2_A3_ProtocolsKeepTheirOwnJobs(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		site := b.site2(t, "site", siteMain)
 		site.enqueued(t, site.stub2(t, "v2-job", "alice"))
@@ -217,10 +217,10 @@ func TestV2_PairingCodesComeFromTheInjectedRandomSource(t *testing.T) {
 	require.Equal(t, want.UserCode, got.UserCode)
 }
 
-// A9: protocol "0" keeps "presence only after pair": a device the
+// P2-A9: protocol "0" keeps "presence only after pair": a device the
 // projection lists but that never paired is not recognised by "0", while
 // "2" serves it at once.
-func TestA9_ProtocolZeroStillNeedsAPairing(t *testing.T) {
+func TestP2_A9_ProtocolZeroStillNeedsAPairing(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		v0 := b.daemonAt(t, "alice", b.url, "runner_alice")
 		resp, err := v0.Do(b.ctx, "claim", claimBody(t, "runner_alice"))

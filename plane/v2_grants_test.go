@@ -499,7 +499,7 @@ func TestGrants_PairingAnswersCarryTheHeldKeyOnly(t *testing.T) {
 }
 
 // DG1: without a grant key nothing changes, byte for byte, even for a
-// device record that names one: D4 holds, no grant and no key is sent.
+// device record that names one: P2-D4 holds, no grant and no key is sent.
 func TestGrants_OffWithoutAKeyChangesNothing(t *testing.T) {
 	signer := newTestSigner(t)
 	mods := append(aliceOnBobsEcho(), enrolled("runner_bob", signer.grantKey(t)))
@@ -510,7 +510,7 @@ func TestGrants_OffWithoutAKeyChangesNothing(t *testing.T) {
 		resp := bob.claimWith(t, teamEcho(), 0)
 		jobs := decodeClaim(t, resp)
 		require.Len(t, jobs, 1)
-		require.Equal(t, "bob-job", jobs[0].ID, "D4: alice's team job is not offered")
+		require.Equal(t, "bob-job", jobs[0].ID, "P2-D4: alice's team job is not offered")
 		want, err := json.Marshal(protocol.ClaimResponse{Jobs: []protocol.ClaimedStub{{JobStub: protocol.JobStub(jobs[0].JobStub), Lease: jobs[0].Lease}}, LeaseMs: 60000})
 		require.NoError(t, err)
 		requireAnswer(t, resp, http.StatusOK, string(want))

@@ -10,7 +10,7 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// D14: a sealed job goes back to its holder. The 0.1.1 daemon gives up a
+// RD-D14: a sealed job goes back to its holder. The 0.1.1 daemon gives up a
 // fetch or a result that failed on the wire (a killed replica, a Valkey
 // restart past the store deadline) and lets the lease lapse; the 0.1.1
 // site SDK completes a job only under the first lease it sealed to. So
@@ -21,7 +21,7 @@ import (
 // again, and the result the holder sends under that lease completes it.
 // Until that claim the lapsed lease fetches nothing; past the window the
 // job is requeued as the reference requeues it.
-func TestD14_ASealedJobGoesBackToItsHolder(t *testing.T) {
+func TestRD_D14_ASealedJobGoesBackToItsHolder(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		site := b.site2(t, "site", siteMain)
 		site.enqueued(t, site.stub2(t, "job-a", "alice"))
@@ -50,9 +50,9 @@ func TestD14_ASealedJobGoesBackToItsHolder(t *testing.T) {
 	})
 }
 
-// D14's window ends: a holder that does not claim again within one lease
+// RD-D14's window ends: a holder that does not claim again within one lease
 // length of the lapse loses the job to the queue, under a new lease.
-func TestD14_AHolderThatDoesNotReturnLosesTheJob(t *testing.T) {
+func TestRD_D14_AHolderThatDoesNotReturnLosesTheJob(t *testing.T) {
 	eachStore(t, bothProtocols(), func(t *testing.T, b *bundle) {
 		site := b.site2(t, "site", siteMain)
 		site.enqueued(t, site.stub2(t, "job-a", "alice"))

@@ -39,8 +39,8 @@ type v2Refusal struct {
 }
 
 // Every refusal of spec §3.17 the relay can give, with its exact body. Rows
-// 2 and 3 (the debug page) are relayd's admin listener's (difference E);
-// rows 31-35 need an enqueue policy relayd does not have (D5).
+// 2 and 3 (the debug page) are relayd's admin listener's (difference RB-E);
+// rows 31-35 need an enqueue policy relayd does not have (P2-D5).
 func TestV2_EveryRefusal(t *testing.T) {
 	for _, tc := range slices.Concat(v2CallRefusals(), v2JobAndPairRefusals()) {
 		t.Run(tc.row, func(t *testing.T) {
@@ -55,7 +55,7 @@ func TestV2_EveryRefusal(t *testing.T) {
 					body = bodyClockSkew(b.relayNow())
 				}
 				requireAnswer(t, resp, tc.status, body)
-				require.Empty(t, resp.Header.Get("Retry-After"), "only D1's refusals say when to come back")
+				require.Empty(t, resp.Header.Get("Retry-After"), "only P2-D1's refusals say when to come back")
 				if body != bodyNotFoundPath {
 					// The 0.1.1 daemon reads refusals strictly (§3.18).
 					_, err := proto2.DecodeWireError(resp.Body)

@@ -1,6 +1,6 @@
 package plane_test
 
-// Upstream's wire-errors cases (F85–F91): each refusal carries a named code
+// Upstream's wire-errors cases (RB-F85–RB-F91): each refusal carries a named code
 // and the status that goes with it.
 
 import (
@@ -15,7 +15,7 @@ import (
 	"github.com/byollm/relayd/protocol"
 )
 
-func TestWireErrors_UnsignedClaimIsRefusedWithANamedCode(t *testing.T) { // F85
+func TestWireErrors_UnsignedClaimIsRefusedWithANamedCode(t *testing.T) { // RB-F85
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		b.paired(t, "alice")
 		resp := b.raw(t, peer.RawRequest{Method: http.MethodPost, Path: "/byollm/claim", Body: claimBody(t, "runner_alice")})
@@ -23,7 +23,7 @@ func TestWireErrors_UnsignedClaimIsRefusedWithANamedCode(t *testing.T) { // F85
 	})
 }
 
-func TestWireErrors_StaleSiteReadIsNamedClockSkewAndCarriesTheServerClock(t *testing.T) { // F86, F87
+func TestWireErrors_StaleSiteReadIsNamedClockSkewAndCarriesTheServerClock(t *testing.T) { // RB-F86, RB-F87
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		h := b.site.SignHeadersAt("site/pending", nil, b.relayNow()-10*60_000)
 		resp := b.raw(t, peer.RawRequest{Method: http.MethodGet, Path: "/relay/site/pending?siteId=" + siteMain, Header: h})
@@ -36,7 +36,7 @@ func TestWireErrors_StaleSiteReadIsNamedClockSkewAndCarriesTheServerClock(t *tes
 	})
 }
 
-func TestWireErrors_FetchBeforeTheSealIsNotReady(t *testing.T) { // F88, A16 #16
+func TestWireErrors_FetchBeforeTheSealIsNotReady(t *testing.T) { // RB-F88, RB-A16 #16
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.enqueue(t, b.stub(t, "job-1", "alice"))
@@ -46,7 +46,7 @@ func TestWireErrors_FetchBeforeTheSealIsNotReady(t *testing.T) { // F88, A16 #16
 	})
 }
 
-func TestWireErrors_SiteAskingAboutAnotherSitesWorkIsForbidden(t *testing.T) { // F89, F48, A16 #10
+func TestWireErrors_SiteAskingAboutAnotherSitesWorkIsForbidden(t *testing.T) { // RB-F89, RB-F48, RB-A16 #10
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		for _, route := range []string{"pending", "results"} {
 			h := b.site.SignHeaders("site/"+route, nil)
@@ -56,7 +56,7 @@ func TestWireErrors_SiteAskingAboutAnotherSitesWorkIsForbidden(t *testing.T) { /
 	})
 }
 
-func TestWireErrors_DaemonWhoseOwnerNeverConsentedIsForbidden(t *testing.T) { // F90, A16 #19
+func TestWireErrors_DaemonWhoseOwnerNeverConsentedIsForbidden(t *testing.T) { // RB-F90, RB-A16 #19
 	noConsents := func(f *projection.Fixture, _ keyring) { f.Consents = []projection.ConsentRecord{} }
 	eachStore(t, &setupOpts{Fixture: []fixtureMod{noConsents}}, func(t *testing.T, b *bundle) {
 		_, err := b.daemon(t, "alice").Pair(b.ctx, "alice")
@@ -64,7 +64,7 @@ func TestWireErrors_DaemonWhoseOwnerNeverConsentedIsForbidden(t *testing.T) { //
 	})
 }
 
-func TestWireErrors_RevokedIsItsOwnCodeNotFoldedIntoForbidden(t *testing.T) { // F91, A16 #7
+func TestWireErrors_RevokedIsItsOwnCodeNotFoldedIntoForbidden(t *testing.T) { // RB-F91, RB-A16 #7
 	eachStore(t, nil, func(t *testing.T, b *bundle) {
 		d := b.paired(t, "alice")
 		b.project(t, withRevocation("alice"))

@@ -88,7 +88,7 @@ type RosterRecord struct {
 //
 // GrantKey (protocol "2", grants.md G-R24; zero when absent) enrols the
 // device for signed grants: the grant public key it pinned, or pins at its
-// next pairing. A device without one keeps decision D4.
+// next pairing. A device without one keeps decision P2-D4.
 type DeviceRecord struct {
 	Owner    string                  `json:"owner"`
 	RunnerID string                  `json:"runnerId"`

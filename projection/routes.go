@@ -59,7 +59,7 @@ func (p *Projection) SiteIDForKey(keyID string) (string, bool) {
 
 // RevokedDevice reports whether the first device record with this runner id
 // is revoked. Protocol "2" refuses every signed call of such a runner, and
-// relayd refuses it on protocol "0" too (spec A7).
+// relayd refuses it on protocol "0" too (spec P2-A7).
 func (p *Projection) RevokedDevice(runnerID string) bool {
 	d, ok := p.DeviceFor(runnerID)
 	return ok && d.Revoked
@@ -71,7 +71,7 @@ func (p *Projection) RevokedDevice(runnerID string) bool {
 // Both the device owner and the job owner therefore need a live, unpaused
 // consent. The slice has no repeats and is never nil.
 //
-// A v2 claim must use ClaimRoutesFor instead (decision D4).
+// A v2 claim must use ClaimRoutesFor instead (decision P2-D4).
 func (p *Projection) RoutesFor(deviceOwner string) []Route {
 	out := []Route{}
 	seen := map[Route]struct{}{}
@@ -94,7 +94,7 @@ func (p *Projection) RoutesFor(deviceOwner string) []Route {
 
 // ClaimRoutesFor is what a v2 claim by a device of deviceOwner may see:
 // RoutesFor narrowed to deviceOwner's own jobs. Without a grant author
-// (decision D4) a team job of a roster member could only be offered and
+// (decision P2-D4) a team job of a roster member could only be offered and
 // then refused by the published daemon, so it is never offered; rosters
 // widen nothing until an author exists.
 func (p *Projection) ClaimRoutesFor(deviceOwner string) []Route {

@@ -432,7 +432,7 @@ func TestRoutesFor(t *testing.T) {
 				want, wantClaim = []projection.Route{}, []projection.Route{}
 			}
 			require.Equal(t, want, p.RoutesFor(tc.owner))
-			require.Equal(t, wantClaim, p.ClaimRoutesFor(tc.owner), "D4: only the device owner's own jobs")
+			require.Equal(t, wantClaim, p.ClaimRoutesFor(tc.owner), "P2-D4: only the device owner's own jobs")
 			for _, r := range p.RoutesFor(tc.owner) {
 				require.True(t, p.MayRunFor(tc.owner, r.Owner))
 				require.True(t, p.MayRouteFor(r.Owner, r.SiteID))

@@ -1,8 +1,8 @@
 package protocol
 
 // Strict decoding of request bodies, as the reference's zod schemas read
-// them (relay-behaviour.md A5–A15, G18), on top of relayd's stricter JSON
-// reading (design.md §3, A0.3/A0.4): a body that is not valid UTF-8, starts
+// them (relay-behaviour.md RB-A5–RB-A15, RB-G18), on top of relayd's stricter JSON
+// reading (design.md §3, RB-A0.3/RB-A0.4): a body that is not valid UTF-8, starts
 // with a byte order mark or repeats a key is refused outright.
 //
 // Every decoder returns either the typed request or a *DecodeError. The
@@ -82,7 +82,7 @@ func (l Limits) withDefaults() Limits {
 // may hold under these limits. The largest valid body, a heartbeat with
 // both lists full, holds about nine per list item (a capability is six
 // values, a lease item three); sixteen per item leaves room for the extra
-// keys lease items may carry (G18) and for every fixed field.
+// keys lease items may carry (RB-G18) and for every fixed field.
 func (l Limits) MaxValues() int {
 	return 64 + 16*l.withDefaults().MaxListItems
 }
@@ -122,7 +122,7 @@ func (e *DecodeError) Error() string {
 // Unwrap returns the reason.
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// Pair decodes the body of POST <base>/pair (A5).
+// Pair decodes the body of POST <base>/pair (RB-A5).
 func (b *Body) Pair() (PairRequest, error) {
 	return decodeBody(b, "pair", func(r *reader, v strictjson.Value) PairRequest {
 		o := r.object(v, "", true, "protocolVersion", "owner", "device")
@@ -134,7 +134,7 @@ func (b *Body) Pair() (PairRequest, error) {
 	})
 }
 
-// Claim decodes the body of POST <base>/claim (A6.1). capabilities
+// Claim decodes the body of POST <base>/claim (RB-A6.1). capabilities
 // may be empty; max is an integer from 1 to MaxClaim.
 func (b *Body) Claim() (ClaimRequest, error) {
 	return decodeBody(b, "claim", func(r *reader, v strictjson.Value) ClaimRequest {
@@ -148,8 +148,8 @@ func (b *Body) Claim() (ClaimRequest, error) {
 	})
 }
 
-// Fetch decodes the body of POST <base>/fetch (A7.1). Unlike every
-// other body, its protocolVersion may be any non-empty string (G4).
+// Fetch decodes the body of POST <base>/fetch (RB-A7.1). Unlike every
+// other body, its protocolVersion may be any non-empty string (RB-G4).
 func (b *Body) Fetch() (FetchRequest, error) {
 	return decodeBody(b, "fetch", func(r *reader, v strictjson.Value) FetchRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "jobId", "leaseId")
@@ -162,7 +162,7 @@ func (b *Body) Fetch() (FetchRequest, error) {
 	})
 }
 
-// Result decodes the body of POST <base>/result (A8.1).
+// Result decodes the body of POST <base>/result (RB-A8.1).
 func (b *Body) Result() (ResultRequest, error) {
 	return decodeBody(b, "result", func(r *reader, v strictjson.Value) ResultRequest {
 		o := r.object(v, "", true, "protocolVersion", "runnerId", "jobId", "leaseId", "envelope", "disposition")
@@ -177,7 +177,7 @@ func (b *Body) Result() (ResultRequest, error) {
 	})
 }
 
-// Heartbeat decodes the body of POST <base>/heartbeat (A9.1). Lease
+// Heartbeat decodes the body of POST <base>/heartbeat (RB-A9.1). Lease
 // items are not strict: keys other than jobId and leaseId are dropped.
 func (b *Body) Heartbeat() (HeartbeatRequest, error) {
 	return decodeBody(b, "heartbeat", func(r *reader, v strictjson.Value) HeartbeatRequest {
@@ -193,7 +193,7 @@ func (b *Body) Heartbeat() (HeartbeatRequest, error) {
 	})
 }
 
-// Release decodes the body of POST <base>/release (A10.1). reason is
+// Release decodes the body of POST <base>/release (RB-A10.1). reason is
 // required; lease items are not strict, as in heartbeat.
 func (b *Body) Release() (ReleaseRequest, error) {
 	return decodeBody(b, "release", func(r *reader, v strictjson.Value) ReleaseRequest {
@@ -207,7 +207,7 @@ func (b *Body) Release() (ReleaseRequest, error) {
 	})
 }
 
-// Enqueue decodes the body of POST /relay/site/enqueue (A11.1).
+// Enqueue decodes the body of POST /relay/site/enqueue (RB-A11.1).
 func (b *Body) Enqueue() (EnqueueRequest, error) {
 	return decodeBody(b, "site/enqueue", func(r *reader, v strictjson.Value) EnqueueRequest {
 		o := r.object(v, "", true, "siteId", "stub")
@@ -218,7 +218,7 @@ func (b *Body) Enqueue() (EnqueueRequest, error) {
 	})
 }
 
-// Payload decodes the body of POST /relay/site/payload (A12.1).
+// Payload decodes the body of POST /relay/site/payload (RB-A12.1).
 func (b *Body) Payload() (PayloadRequest, error) {
 	return decodeBody(b, "site/payload", func(r *reader, v strictjson.Value) PayloadRequest {
 		o := r.object(v, "", true, "siteId", "jobId", "envelope")
@@ -230,7 +230,7 @@ func (b *Body) Payload() (PayloadRequest, error) {
 	})
 }
 
-// Cancel decodes the body of POST /relay/site/cancel (A13.1).
+// Cancel decodes the body of POST /relay/site/cancel (RB-A13.1).
 func (b *Body) Cancel() (CancelRequest, error) {
 	return decodeBody(b, "site/cancel", func(r *reader, v strictjson.Value) CancelRequest {
 		o := r.object(v, "", true, "siteId", "jobId")
@@ -299,7 +299,7 @@ func DecodePayload(body []byte) (PayloadRequest, error) { return Decoder{}.Paylo
 func DecodeCancel(body []byte) (CancelRequest, error) { return Decoder{}.Cancel(body) }
 
 // DecodeSiteQuery validates the siteId query parameter of GET
-// /relay/site/pending and /results (A14.1). The caller passes the first
+// /relay/site/pending and /results (RB-A14.1). The caller passes the first
 // siteId value, already URL-decoded, or "" when there is none; "" is
 // refused. So is text that is not valid UTF-8 (a query can carry any bytes
 // percent-encoded), which the reference would rewrite to U+FFFD.
@@ -316,7 +316,7 @@ func DecodeSiteQuery(siteID string) (SiteQuery, error) {
 
 // PeekProtocolVersion reads the protocolVersion of a daemon-plane body
 // without checking anything else, for relayd's version check that runs
-// before the signature (design.md §3, G4).
+// before the signature (design.md §3, RB-G4).
 //
 // present is true when the body is a JSON object, as strict as the decoders
 // want it, with a protocolVersion key, whatever that key's value. value is
@@ -599,7 +599,7 @@ func (r *reader) capabilities(o obj, key string) []Capability {
 	return out
 }
 
-// leaseRefs reads an array of lease items. Items are not strict (G18):
+// leaseRefs reads an array of lease items. Items are not strict (RB-G18):
 // other keys are dropped, but jobId and leaseId must be there.
 func (r *reader) leaseRefs(o obj, key string) []LeaseRef {
 	items, path := r.array(o, key)

@@ -451,7 +451,7 @@ func TestDecodeFetch(t *testing.T) {
 	s := schemaNamed("fetch")
 	v := s.valid
 
-	// G4: fetch alone takes any non-empty protocolVersion.
+	// RB-G4: fetch alone takes any non-empty protocolVersion.
 	for _, pv := range []string{"0", "1", "2", "anything"} {
 		got := accept(t, s, mustJSON(t, with(v(), "protocolVersion", pv))).(FetchRequest)
 		require.Equal(t, pv, got.ProtocolVersion)

@@ -34,7 +34,7 @@ var (
 	backendClasses = []string{BackendClassHTTP, BackendClassProcess}
 	offerScopes    = []string{OfferScopeSelf, OfferScopeNamed, OfferScopePublic}
 
-	// backendIDs are the 18 backends protocol "0" knows (relay-behaviour.md A6.1).
+	// backendIDs are the 18 backends protocol "0" knows (relay-behaviour.md RB-A6.1).
 	backendIDs = []string{
 		"ollama", "mlx", "llamacpp", "vllm", "lmstudio", "jan", "localai",
 		"anthropic", "openai", "gemini", "grok", "groq", "openrouter",

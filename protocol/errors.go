@@ -6,7 +6,7 @@ import "net/http"
 type Code string
 
 // Error codes the relay emits. TooLate is outside the reference's
-// WireErrorCode set but is what the reference sends (G2).
+// WireErrorCode set but is what the reference sends (RB-G2).
 const (
 	CodeBadRequest                 Code = "bad-request"
 	CodeUnauthorized               Code = "unauthorized"
@@ -22,7 +22,7 @@ const (
 )
 
 // Status is the HTTP status each code is normally sent with. A few refusals
-// deliberately differ (G1: four 403s carry "unauthorized"); those set their
+// deliberately differ (RB-G1: four 403s carry "unauthorized"); those set their
 // status explicitly where they are built.
 func (c Code) Status() int {
 	switch c {
@@ -89,7 +89,7 @@ func RefuseWith(status int, code Code, message string) *Refusal {
 }
 
 // Every refusal message the relay sends, byte for byte as the reference
-// sends them (relay-behaviour.md A16).
+// sends them (relay-behaviour.md RB-A16).
 const (
 	MsgNotSigned          = "this request is not signed"
 	MsgRunnerNotKnown     = "this runner is not recognised"
@@ -116,7 +116,7 @@ const (
 	MsgUnsupportedVersion = "this relay speaks protocol version 0 only"
 	MsgRateLimited        = "too many requests from this caller; wait retryAfter seconds and try again"
 	MsgStoreUnavailable   = "the relay's routing store is unavailable; try again"
-	// relayd's stale-seal refusals (decision D11): the envelope names a
+	// relayd's stale-seal refusals (decision P2-D11): the envelope names a
 	// device other than the one holding the job.
 	MsgSealedForOtherDevice  = "job is awaiting a payload for another device"
 	MsgResultFromOtherDevice = "that result is not sealed by the device that holds the job"
@@ -137,7 +137,7 @@ func NotFoundPath() *Refusal {
 }
 
 // UnsupportedVersion is relayd's refusal of a daemon body that names another
-// protocol version (design.md §3, G4).
+// protocol version (design.md §3, RB-G4).
 func UnsupportedVersion() *Refusal {
 	r := Refuse(CodeUnsupportedProtocolVersion, MsgUnsupportedVersion)
 	r.Body.Supported = []string{Version}
@@ -146,7 +146,7 @@ func UnsupportedVersion() *Refusal {
 }
 
 // RateLimited is relayd's refusal of a caller over its rate (design.md §3,
-// G26). retryAfterSeconds is how long the caller must wait; the body's
+// RB-G26). retryAfterSeconds is how long the caller must wait; the body's
 // retryAfter is whole seconds, as WireError defines it, and at least 1.
 func RateLimited(retryAfterSeconds int64) *Refusal {
 	r := Refuse(CodeRateLimited, MsgRateLimited)

@@ -68,18 +68,18 @@ func TestRefusalBodies(t *testing.T) {
 		require.Equal(t, `{"error":"bad-request","message":"request failed schema validation"}`, marshal(t, r.Body))
 		require.Equal(t, "bad-request: request failed schema validation", r.Error())
 	})
-	t.Run("D1_RetryAfterIsSeconds: rate limited names the wait in whole seconds", func(t *testing.T) {
+	t.Run("P2_D1_RetryAfterIsSeconds: rate limited names the wait in whole seconds", func(t *testing.T) {
 		r := RateLimited(60)
 		require.Equal(t, http.StatusTooManyRequests, r.Status)
 		require.Equal(t, `{"error":"rate-limited","message":"too many requests from this caller; wait retryAfter seconds and try again","retryAfter":60}`, marshal(t, r.Body))
 		require.Equal(t, int64(1), RateLimited(0).Body.RetryAfter, "never a zero wait, which the body would drop")
 	})
-	t.Run("D1_RetryAfterIsSeconds: a store outage says when to come back", func(t *testing.T) {
+	t.Run("P2_D1_RetryAfterIsSeconds: a store outage says when to come back", func(t *testing.T) {
 		r := StoreUnavailable()
 		require.Equal(t, http.StatusServiceUnavailable, r.Status)
 		require.Equal(t, `{"error":"server-error","message":"the relay's routing store is unavailable; try again","retryAfter":1}`, marshal(t, r.Body))
 	})
-	t.Run("403 paired with unauthorized (G1)", func(t *testing.T) {
+	t.Run("403 paired with unauthorized (RB-G1)", func(t *testing.T) {
 		r := RefuseWith(http.StatusForbidden, CodeUnauthorized, MsgNotHolder)
 		require.Equal(t, http.StatusForbidden, r.Status)
 		require.Equal(t, `{"error":"unauthorized","message":"this runner does not hold the job"}`, marshal(t, r.Body))

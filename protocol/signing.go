@@ -31,7 +31,7 @@ const maxSafeInteger = 1<<53 - 1
 // ParseSignature reads the three signature headers of a request. callerHeader
 // is HeaderRunner or HeaderSite. It returns false when the request counts as
 // unsigned: a header is missing or empty, or issuedAt is not a positive safe
-// integer written in decimal digits (relayd accepts no other number forms, G17).
+// integer written in decimal digits (relayd accepts no other number forms, RB-G17).
 func ParseSignature(h http.Header, callerHeader string) (Signature, bool) {
 	caller := joinedHeader(h, callerHeader)
 	issued := joinedHeader(h, HeaderIssuedAt)

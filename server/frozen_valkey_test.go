@@ -21,10 +21,10 @@ const frozenAnswer = `{"error":"server-error","message":"the relay's routing sto
 // A Valkey frozen by SIGSTOP accepts connections and answers nothing: no
 // connection error tells the client to give up. The store deadline does:
 // a claim and a site call through a real relayd get the retryable 503
-// whose retryAfter equals Retry-After in seconds (decision D1), readiness
+// whose retryAfter equals Retry-After in seconds (decision P2-D1), readiness
 // fails, and both recover when the server resumes, without a restart. Durations are logged, not asserted (docs/performance.md,
 // "Frozen Valkey", quotes them).
-func TestD1_AFrozenValkeyIsA503WithRetryAfterAndRecoversWithoutARestart(t *testing.T) {
+func TestP2_D1_AFrozenValkeyIsA503WithRetryAfterAndRecoversWithoutARestart(t *testing.T) {
 	srv := valkeytest.Start(t)
 	leaktest.Check(t) // while the server still runs: Run closes the Valkey client it opened
 	if !srv.CanRestart() {

@@ -28,11 +28,11 @@ func writeGrantKey(t *testing.T, seed byte) (path string, private ed25519.Privat
 	return path, private
 }
 
-// Without --grant-key-file the boot log says grants are off and D4 holds.
+// Without --grant-key-file the boot log says grants are off and P2-D4 holds.
 func TestGrantsAreOffAtBootWithoutAKeyFile(t *testing.T) {
 	var logs lockedBuffer
 	start(t, slog.New(slog.NewJSONHandler(&logs, nil)))
-	require.Contains(t, logs.String(), "grants: off — devices serve their owners only (D4)")
+	require.Contains(t, logs.String(), "grants: off — devices serve their owners only (P2-D4)")
 }
 
 // With one, the key is loaded at boot and named by its id only.

@@ -90,11 +90,11 @@ func requirePairLimitedAfter(t *testing.T, replicas []string, n int) {
 	require.Equal(t, "3600", resp.Header.Get("Retry-After"), "one token an hour, in whole seconds")
 }
 
-// Decision D1, end to end: the issue's own reproduction. With one pairing a
+// Decision P2-D1, end to end: the issue's own reproduction. With one pairing a
 // minute, the second unsigned pair is told to wait 60 seconds, in the body
 // (WireError's retryAfter is seconds, and the published daemons multiply it
 // by 1000) and in Retry-After alike.
-func TestD1_RetryAfterIsSecondsInTheBodyAndTheHeader(t *testing.T) {
+func TestP2_D1_RetryAfterIsSecondsInTheBodyAndTheHeader(t *testing.T) {
 	r := startWith(t, []string{"--rate-limit", "1/m", "--rate-burst", "1"})
 	post := func() (*http.Response, string) {
 		resp, err := http.Post(r.public+"/byollm/pair", "application/json", strings.NewReader(`{}`))

@@ -146,7 +146,7 @@ func v2Options(cfg config.Config, grants *codec2.Grants) codec2.Options {
 
 // grantAuthor is relayd's local grant author over ring beside the
 // external author, if any (G-R35), counted in m, or nil when neither is
-// configured: then every device keeps D4 (DG1). The local author's
+// configured: then every device keeps P2-D4 (DG1). The local author's
 // owner's default (G-R8) is --grant-own-default, on unless set false (DG3).
 func grantAuthor(ring *admission.KeyRing, external *admission.External, ownDefault bool, m *metrics.Metrics) *codec2.Grants {
 	if ring.Len() == 0 && external == nil {
@@ -188,7 +188,7 @@ func logServing(logger *slog.Logger, cfg config.Config, public, admin net.Addr, 
 		slog.String("store", cfg.Store), slog.String("site_id", cfg.SiteID), slog.String("projection", projection),
 		slog.String("protocols", cfg.Protocols.String()), slog.Bool("device_code_pairing", cfg.VerificationURL != ""))
 	if cfg.Protocols.V2 {
-		// Decision D5: without a control plane nothing can refuse a job at
+		// Decision P2-D5: without a control plane nothing can refuse a job at
 		// enqueue, and the reference asks a relay in that state to say so.
 		logger.Warn(plane.NoEnqueuePolicy)
 	}
@@ -205,7 +205,7 @@ func openGrantKeys(cfg config.Config, logger *slog.Logger) (*admission.KeyRing, 
 	current, ok := ring.Current()
 	if !ok {
 		if !cfg.GrantAuthor.Enabled() {
-			logger.Info("grants: off — devices serve their owners only (D4)")
+			logger.Info("grants: off — devices serve their owners only (P2-D4)")
 		}
 		return ring, nil
 	}
@@ -355,7 +355,7 @@ func sweepSlice(ctx context.Context, st store.RoutingStore, slice time.Duration,
 		calls++
 		requeued, expired = requeued+len(res.Requeued), expired+len(res.Expired)
 		if len(res.Lapsed) > 0 {
-			// Decision D6: a site that claims and never seals shows here.
+			// Decision P2-D6: a site that claims and never seals shows here.
 			logger.Info("sealing windows lapsed", slog.Int("lapsed", len(res.Lapsed)), slog.Any("job_ids", res.Lapsed))
 		}
 		if len(res.Requeued)+len(res.Expired) == 0 {

@@ -10,9 +10,9 @@ import (
 	"github.com/byollm/relayd/plane"
 )
 
-// Decision D5: a relay serving protocol "2" says at boot, and on /readyz,
+// Decision P2-D5: a relay serving protocol "2" says at boot, and on /readyz,
 // that no enqueue policy is configured; one serving "0" alone does not.
-func TestD5_BootLogAndReadyzSayNoEnqueuePolicyIsConfigured(t *testing.T) {
+func TestP2_D5_BootLogAndReadyzSayNoEnqueuePolicyIsConfigured(t *testing.T) {
 	var logs lockedBuffer
 	r := start(t, slog.New(slog.NewJSONHandler(&logs, nil)))
 	require.Contains(t, logs.String(), `"msg":"`+jsonText(plane.NoEnqueuePolicy)+`"`)

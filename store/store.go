@@ -57,7 +57,7 @@ const (
 	SealAttemptsBeforeEviction = 3
 	// HolderReturnMs is how long a proto-2 job whose lease lapsed with its
 	// payload sealed waits for its holder's next claim, which re-grants it
-	// under the same lease id (README D14): one default lease length, from
+	// under the same lease id (README RD-D14): one default lease length, from
 	// the lapse. The published site SDK completes a job only under the
 	// first lease it sealed to, so a new holder could never finish it.
 	// It does not follow --lease-ms: what it must outlast is the published
@@ -105,7 +105,7 @@ type Job struct {
 	SealAttempts int
 	// ReofferTo is the first runner that let an unsealed grant lapse; it is
 	// never cleared. Until ReofferUntil only it is offered the job, and not
-	// at all once it has refused it (decision D8). ReofferUntil is the
+	// at all once it has refused it (decision P2-D8). ReofferUntil is the
 	// lapsed AwaitingUntil plus one sealing window, stamped at each lapse
 	// of a grant ReofferTo held; another runner's lapse leaves it, so that
 	// runner's grant lapsing re-offers the job to nobody.
@@ -191,7 +191,7 @@ type EnqueueResult struct {
 type Admission struct {
 	// Paired, when set, refuses the call with RefusedUnknownRunner unless
 	// the runner has a presence paired as exactly this owner and device
-	// (protocol "0" asks this of every signed call, relayd G7).
+	// (protocol "0" asks this of every signed call, relayd RB-G7).
 	Paired *Paired
 	// Charge, when set, takes one request from a rate bucket, refusing
 	// with RefusedRateLimited (and the wait) when it is empty.
@@ -266,7 +266,7 @@ type SettleGrantsInput struct {
 //
 // With SiteID set the job is (SiteID, JobID), as protocol "0" names it.
 // With SiteID empty it is resolved lease first (spec protocol-2 §4.1
-// R4.1.3): the job whose current grant is LeaseID, if its id is JobID;
+// P2-R4.1.3): the job whose current grant is LeaseID, if its id is JobID;
 // else the first job with that id this runner holds; else none. Either way
 // only jobs of Proto are found.
 type LeaseInput struct {
@@ -287,7 +287,7 @@ type LeaseInput struct {
 	// still act on (protocol "2": the sites its owner consents to). A
 	// job of any other site that the runner holds under the named grant
 	// is refused with RefusedWithdrawn, after the holder checks and
-	// before any other (decision D12). Release never asks.
+	// before any other (decision RD-D12). Release never asks.
 	Sites []string
 }
 
@@ -418,7 +418,7 @@ type HeartbeatInput struct {
 	LeaseMs int64
 	// Sites, when not nil, restrict the renewal as LeaseInput.Sites
 	// restricts a holder's calls: a grant on a job of any other site is
-	// lost, and left to lapse (D12).
+	// lost, and left to lapse (RD-D12).
 	Sites []string
 }
 
@@ -437,7 +437,7 @@ type SweepResult struct {
 	Requeued []string
 	Expired  []string
 	// Lapsed lists the proto-2 jobs, requeued or evicted, whose sealing
-	// window lapsed in this sweep (decision D6 counts and logs them).
+	// window lapsed in this sweep (decision P2-D6 counts and logs them).
 	Lapsed []string
 }
 
@@ -484,8 +484,8 @@ type RoutingStore interface {
 	// running. Refusals: RefusedNotFound, RefusedNotHolder,
 	// RefusedStaleLease, RefusedWithdrawn, then RefusedFinished and
 	// RefusedNotReady: proto 0 refuses a done job as finished first
-	// (design G9); proto 2 checks for the payload first (ST9), so a job
-	// done without one is not-ready (S15).
+	// (design RB-G9); proto 2 checks for the payload first (P2-ST9), so a job
+	// done without one is not-ready (P2-S15).
 	Fetch(ctx context.Context, in LeaseInput) (protocol.SealedEnvelope, error)
 
 	// Result records a result once. A replay under the same grant is a
@@ -503,7 +503,7 @@ type RoutingStore interface {
 	// RefusedNotFound (missing or another site's), RefusedTooLate (with Was),
 	// and RefusedOtherDevice when the envelope's RecipientKeyID is not the
 	// key id of the device holding the current grant: a seal made for an
-	// earlier holder, which the current one could never open (D11).
+	// earlier holder, which the current one could never open (P2-D11).
 	Payload(ctx context.Context, in PayloadInput) error
 
 	// Cancel flags a site's job as cancelled, reporting whether it exists.
@@ -511,7 +511,7 @@ type RoutingStore interface {
 
 	// CancelRequests lists the grants of cancelled jobs of in.Proto the
 	// runner holds, in first-enqueue order: proto 0 leaves finished jobs out
-	// (design G11); proto 2 lists them too (spec protocol-2 ST14).
+	// (design RB-G11); proto 2 lists them too (spec protocol-2 P2-ST14).
 	CancelRequests(ctx context.Context, in CancelRequestsInput) ([]protocol.LeaseRef, error)
 
 	// Renew extends each named grant the runner still holds.
@@ -581,7 +581,7 @@ const (
 	// RefusedRateLimited: an admission's Charge found its bucket empty.
 	RefusedRateLimited RefusalCode = "rate-limited"
 	// RefusedWithdrawn: the holder's job is of a site outside the call's
-	// Sites, one its owner no longer consents to (D12).
+	// Sites, one its owner no longer consents to (RD-D12).
 	RefusedWithdrawn RefusalCode = "withdrawn"
 )
 

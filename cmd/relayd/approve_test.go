@@ -51,12 +51,12 @@ func approve(t *testing.T, args ...string) (exit int, stdout, stderr string) {
 	return 0, out.String(), errOut.String()
 }
 
-// TestD3_ApprovalReachesEveryReplicaAndBothProtocols: two relayd processes
+// TestP2_D3_ApprovalReachesEveryReplicaAndBothProtocols: two relayd processes
 // share one Valkey. A daemon starts a device-code pairing on replica 0; the
 // approve command, asking replica 1's admin listener, writes the device
 // into the fixture; then both replicas know the device without a restart,
 // on the protocol "0" fixture exchange too.
-func TestD3_ApprovalReachesEveryReplicaAndBothProtocols(t *testing.T) {
+func TestP2_D3_ApprovalReachesEveryReplicaAndBothProtocols(t *testing.T) {
 	srv := valkeytest.Start(t)
 	path := approveFixture(t)
 	f := fleet.StartForTest(t, fleet.Options{

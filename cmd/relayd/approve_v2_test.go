@@ -88,9 +88,9 @@ func approveDeviceCodeFlow(t *testing.T, f *fleet.Fleet, path string) {
 	}
 }
 
-// TestD3_DeviceCodeFlowWithApproveOnMemory: the published daemon's flow
+// TestP2_D3_DeviceCodeFlowWithApproveOnMemory: the published daemon's flow
 // against one relayd on the memory store, approved with relayd approve.
-func TestD3_DeviceCodeFlowWithApproveOnMemory(t *testing.T) {
+func TestP2_D3_DeviceCodeFlowWithApproveOnMemory(t *testing.T) {
 	path := approveFixture(t)
 	f := fleet.StartForTest(t, fleet.Options{
 		Fixture: path, SiteID: "site_a",
@@ -99,9 +99,9 @@ func TestD3_DeviceCodeFlowWithApproveOnMemory(t *testing.T) {
 	approveDeviceCodeFlow(t, f, path)
 }
 
-// TestD3_DeviceCodeFlowAcrossThreeReplicas: start on one replica, approve
+// TestP2_D3_DeviceCodeFlowAcrossThreeReplicas: start on one replica, approve
 // through another's admin listener, collect on a third.
-func TestD3_DeviceCodeFlowAcrossThreeReplicas(t *testing.T) {
+func TestP2_D3_DeviceCodeFlowAcrossThreeReplicas(t *testing.T) {
 	srv := valkeytest.Start(t)
 	path := approveFixture(t)
 	f := fleet.StartForTest(t, fleet.Options{

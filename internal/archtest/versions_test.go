@@ -89,7 +89,7 @@ var versionField = regexp.MustCompile(`^V[0-9]+$`)
 // versioned package or a version's field beyond the classifier's own
 // file: plane.go in its Config type alone (where protocol "2"'s settings
 // are declared), and the admin listener's readiness and grant-key pages,
-// which say protocol "2"'s enqueue policy (decision D5) and grant keys.
+// which say protocol "2"'s enqueue policy (decision P2-D5) and grant keys.
 var namesVersions = map[string]bool{"admin.go": true, "admin_grants.go": true}
 
 // Beyond its imports, package plane names a version's specifics only in

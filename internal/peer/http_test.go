@@ -469,7 +469,7 @@ func TestRefusalsBecomeErrors(t *testing.T) {
 	require.Empty(t, e.Body.Error)
 	require.Equal(t, `<html>bad gateway</html>`, string(e.Raw))
 
-	// Daemon-plane success bodies are read strictly (A17): an extra key is
+	// Daemon-plane success bodies are read strictly (RB-A17): an extra key is
 	// a decoding error, not a refusal.
 	relay.reply("/byollm/release", 200, `{"released":[],"surprise":true}`)
 	_, err = d.Release(ctx, nil, protocol.ReasonShutdown)

@@ -109,7 +109,7 @@ func (s *Site2) Cancel(ctx context.Context, jobID string) (protocol.CancelRespon
 }
 
 // Pending lists this site's claimed jobs waiting for a payload (of both
-// protocols: A6).
+// protocols: P2-A6).
 func (s *Site2) Pending(ctx context.Context) (protocol.PendingResponse, error) {
 	return get2(ctx, s, "pending", proto2.DecodePendingResponse)
 }

@@ -165,7 +165,7 @@ func (t *Transport) Raw(ctx context.Context, req RawRequest) (RawResponse, error
 
 // call sends req and decodes a 2xx body into out; anything else becomes an
 // *Error. strict refuses unknown response fields, for the daemon plane whose
-// upstream client parses strictly (relay-behaviour.md A17).
+// upstream client parses strictly (relay-behaviour.md RB-A17).
 func (t *Transport) call(ctx context.Context, endpoint string, req RawRequest, out any, strict bool) error {
 	return t.callDecode(ctx, endpoint, req, func(body []byte) error {
 		if strict {

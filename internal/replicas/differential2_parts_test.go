@@ -223,7 +223,7 @@ func heartbeatAnswer(hb proto2.HeartbeatResponse, err error, leases map[string]s
 		labels(hb.Cancel, leases), labels(hb.Lost, leases))
 }
 
-// cancelAnswer records a heartbeat's cancel list against what ST14 says it
+// cancelAnswer records a heartbeat's cancel list against what P2-ST14 says it
 // holds: every cancelled job whose current grant is the caller's, done or
 // not, under that grant, in enqueue order. Which jobs one runner holds is
 // timing, so the list itself is not recorded.
@@ -376,8 +376,8 @@ func (p *diffPeers) claimAnswer(ctx context.Context, d *peer.Daemon2) func() str
 
 // lapse is owner 1's part on the other site: a claimant lets the sealing
 // windows of b0 and b1 lapse; both are re-offered to it alone, under new
-// leases; it refuses b1, which the reference then offers to nobody (S44)
-// and relayd to the others (D8), and runs b0.
+// leases; it refuses b1, which the reference then offers to nobody (P2-S44)
+// and relayd to the others (P2-D8), and runs b0.
 func (p *diffPeers) lapse(ctx context.Context) error {
 	for _, id := range []string{"b0", "b1"} {
 		if _, err := p.u.Enqueue(ctx, p.stub(p.u, id, p.fx.Owners[1])); err != nil {

@@ -41,13 +41,13 @@ import (
 // answers. The test requires both answers, so a change on either side
 // fails it.
 var diffKnown = map[string]struct{ row, reference, relayd string }{
-	// The sticky job its one runner refuses (spec S44, §10 D8).
-	"lapse/the others, after the claimant refused b1": {row: "D8", reference: "[] | []", relayd: "[T:b1] | []"},
+	// The sticky job its one runner refuses (spec P2-S44, §10 P2-D8).
+	"lapse/the others, after the claimant refused b1": {row: "P2-D8", reference: "[] | []", relayd: "[T:b1] | []"},
 	// A seal made for a2's first holder, sent once another device holds
 	// it: the reference hands it to a device that cannot open it.
-	"payload/a seal for the released grant's device, another holding it": {row: "D11", reference: "200 ready",
+	"payload/a seal for the released grant's device, another holding it": {row: "P2-D11", reference: "200 ready",
 		relayd: "409 too-late: job is awaiting a payload for another device"},
-	"payload/the released job's new grant": {row: "D11", reference: "409 too-late: job is ready, not awaiting payload", relayd: "200 ready"},
+	"payload/the released job's new grant": {row: "P2-D11", reference: "409 too-late: job is ready, not awaiting payload", relayd: "200 ready"},
 }
 
 // diffArgs are the flags every relayd target runs with: no rate limits,

@@ -60,7 +60,7 @@ func testSweepersRacing(t *testing.T, proto string) {
 	require.Zero(t, failures.Load(), "explicit sweeps never fail")
 	require.Positive(t, rep.Abandoned, "some grants were abandoned")
 	// A "2" job abandoned after its payload was sealed goes back to its
-	// holder under the same lease (D14); any other goes to someone else.
+	// holder under the same lease (RD-D14); any other goes to someone else.
 	require.GreaterOrEqual(t, rep.Regranted+rep.Returned, rep.Abandoned/2, "abandoned jobs went to someone else, or back to their holder")
 	require.Positive(t, sweeps.Load())
 	requireEveryProtocolServed(t, proto, rep)

@@ -41,7 +41,7 @@ const (
 	Inconsistent = "inconsistent"
 	// Reoffer: a "2" job whose grant lapsed unsealed was granted to
 	// another runner than that grant's within the next sealing window, or
-	// not granted again at all (protocol-2 §4.5, decision D8).
+	// not granted again at all (protocol-2 §4.5, decision P2-D8).
 	Reoffer = "reoffer"
 	// CrossProtocol: a job of one protocol offered to a daemon of the
 	// other, or a claim answer a "2" daemon could not read (the published
@@ -197,7 +197,7 @@ func (c *jobCheck) leaseClock(gs []*grant, tolMs int64) {
 // checkReoffer holds a job whose grant the site left unsealed to the
 // sticky re-offer: until one sealing window after that grant's own
 // window lapsed, only its runner may be granted the job again, unless that
-// runner refused it (decision D8 ends the exclusivity there, so that a
+// runner refused it (decision P2-D8 ends the exclusivity there, so that a
 // job whose claimant never comes back is not stuck). The site never sent
 // a payload for the job before, so the lapse is certain.
 func checkReoffer(j *job, gs []*grant) []Violation {

@@ -156,7 +156,7 @@ func TestCheck_LeaseNotFromTheStoreClock(t *testing.T) {
 	require.Contains(t, kinds(r.Check()), LeaseClock)
 }
 
-// A lease handed back to its holder (D14) by the first claim answer the
+// A lease handed back to its holder (RD-D14) by the first claim answer the
 // daemon got: its claim round trip brackets the hand-back, not the first
 // grant, which the site saw in pending.
 func TestCheck_LeaseHandedBackByTheFirstAnswerTheDaemonGot(t *testing.T) {
@@ -279,5 +279,5 @@ func TestCheck_AJobLeftUnsealedMustGoBackToItsClaimantOnly(t *testing.T) {
 	require.Empty(t, build("r1", 110_100).Check(), "back to the runner that let it lapse")
 	vs := build("r2", 110_100).Check()
 	require.Equal(t, []string{Reoffer}, kinds(vs), Summary(vs, 5))
-	require.Empty(t, build("r2", 120_000).Check(), "anyone, once a sealing window passed after the lapse (D8)")
+	require.Empty(t, build("r2", 120_000).Check(), "anyone, once a sealing window passed after the lapse (P2-D8)")
 }

@@ -181,7 +181,7 @@ func (d *daemon) recordGrant(cj claimedJob, leaseMs, sent, recv int64, replica s
 		// Or the first claim's answer never came (a write its replicas did
 		// not confirm in time is answered 503), the lease lapsed with the
 		// payload sealed, and this claim hands it back to its holder with
-		// a fresh expiry (D14).
+		// a fresh expiry (RD-D14).
 		sameHolder := g.runner == d.dev.RunnerID && g.jobID == cj.key
 		handedBack := sameHolder && grantedAt > g.grantedAt && grantedAt >= g.expiresAt
 		if !sameHolder || (g.grantedAt != grantedAt && !handedBack) {
@@ -232,7 +232,7 @@ func (d *daemon) work(ctx context.Context, cj claimedJob, g *grant) {
 	stage := d.abandonStage(ref)
 	r.rec.mu.Lock()
 	if g.abandoned {
-		// Handed back after this daemon dropped it (D14): the published
+		// Handed back after this daemon dropped it (RD-D14): the published
 		// daemon runs a job it is granted again, and so does this one.
 		stage = keepGrant
 	}

@@ -17,7 +17,7 @@ func jobKey(siteID, id string) string { return siteID + "\x00" + id }
 // lane is one site client speaking one protocol: it publishes that
 // protocol's jobs of its site, and seals and collects them. In a mixed run
 // the main site has a lane of each protocol; a site's pending and results
-// list its jobs of both (A6), and each lane handles only its own.
+// list its jobs of both (P2-A6), and each lane handles only its own.
 type lane struct {
 	proto  string
 	siteID string

@@ -52,7 +52,7 @@ type grant struct {
 	abandoned bool
 	lost      bool // a heartbeat reported it lost
 	// returned: a claim handed this lease back to its holder after it
-	// lapsed with its payload sealed (README D14).
+	// lapsed with its payload sealed (README RD-D14).
 	returned bool
 	// regrantedAt is the store time of that hand-back when it was the
 	// first claim answer of this lease the daemon got (the first claim's
@@ -185,7 +185,7 @@ func (r *records) addGrant(g *grant) *grant {
 	if old, ok := r.leases[g.leaseID]; ok {
 		if old.source == "claim" && g.source == "claim" && old.runner == g.runner {
 			// The same lease from a second claim: the relay gave a sealed
-			// job back to its holder (D14), with a fresh expiry.
+			// job back to its holder (RD-D14), with a fresh expiry.
 			old.returned = true
 			old.expiresAt = max(old.expiresAt, g.expiresAt)
 		}

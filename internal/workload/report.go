@@ -28,7 +28,7 @@ type Report struct {
 	Grants    int `json:"grants"`
 	Regranted int `json:"regranted"`
 	Abandoned int `json:"abandoned"`
-	// Returned counts leases a claim handed back to their holder (D14).
+	// Returned counts leases a claim handed back to their holder (RD-D14).
 	Returned int `json:"returned"`
 	// Unsealed counts grants the site left unsealed on purpose.
 	Unsealed   int `json:"unsealed"`

@@ -1,7 +1,7 @@
 // Package approvecmd is `relayd approve`, the command an operator runs to
-// approve a device-code pairing without a control plane (decision D3): it
+// approve a device-code pairing without a control plane (decision P2-D3): it
 // asks a relay's admin listener which device a user code stands for, marks
-// that very code approved there (D13: anyone may start a code for a public
+// that very code approved there (RD-D13: anyone may start a code for a public
 // device identity, and only the marked one collects), then writes the
 // device into the fixture under an owner with pairing.Approve. Every
 // replica reloads the fixture when it changes, so the marked code's next

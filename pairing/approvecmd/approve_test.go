@@ -234,7 +234,7 @@ func TestNewRunnerID(t *testing.T) {
 	require.Error(t, err)
 }
 
-// The command marks approved exactly the code it was given (D13): another
+// The command marks approved exactly the code it was given (RD-D13): another
 // code started for the same public identity, from another address, stays
 // unmarked, so it can never collect the pairing.
 func TestApproveMarksOnlyTheTypedCode(t *testing.T) {

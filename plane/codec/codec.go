@@ -76,7 +76,7 @@ type Request struct {
 	Body *protocol.Body
 	// Schema, when set, is the body the request schema reads instead of
 	// Body: a protocol "0" site request that declared "0", with that key
-	// removed, since "0"'s site schemas have none (spec A2).
+	// removed, since "0"'s site schemas have none (spec P2-A2).
 	Schema *protocol.Body
 }
 
@@ -103,7 +103,7 @@ type Refusal interface {
 	error
 	// Wire is the answer's status, its JSON body, and the whole seconds
 	// after which the caller may retry (0 for none), which the writer also
-	// sends as Retry-After (decision D1).
+	// sends as Retry-After (decision P2-D1).
 	Wire() (status int, body any, retryAfter int64)
 }
 
@@ -172,8 +172,8 @@ type SiteRefusals struct {
 }
 
 // AuthenticateSite authenticates a site-plane request, as every protocol
-// does (A4, protocol-2.md §3.4): signed, by a site the projection has,
-// with its current key or, while they retire, an earlier one (spec A8);
+// does (P2-A4, protocol-2.md §3.4): signed, by a site the projection has,
+// with its current key or, while they retire, an earlier one (spec P2-A8);
 // then charged as NewSiteCaller charges.
 func (e *Env) AuthenticateSite(ctx context.Context, req *Request, refuse SiteRefusals) (*SiteCaller, error) {
 	sig, ok := protocol.ParseSignature(req.Header, protocol.HeaderSite)
@@ -264,7 +264,7 @@ func (e *Env) VerifyAny(sig protocol.Signature, endpoint string, body *protocol.
 }
 
 // Swept reports what a sweep did that an operator should hear of: the
-// sealing windows that lapsed (decision D6). The count is a metric the
+// sealing windows that lapsed (decision P2-D6). The count is a metric the
 // store's instrumentation keeps; this is the log line.
 func (e *Env) Swept(ctx context.Context, res store.SweepResult) {
 	if len(res.Lapsed) > 0 && e.Logger != nil {

@@ -1,5 +1,5 @@
 // Package codec0 serves wire protocol "0": the reference relay's daemon
-// and site planes (relay-behaviour.md A3–A15) with relayd's design
+// and site planes (relay-behaviour.md RB-A3–RB-A15) with relayd's design
 // differences (design.md §3). For each request it authenticates the
 // caller, decodes the body strictly, runs the endpoint against the routing
 // store and returns the answer's body or a refusal; transport, routing,

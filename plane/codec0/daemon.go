@@ -12,7 +12,7 @@ import (
 // caller is an authenticated daemon-plane caller.
 type caller struct {
 	// device is the projection's record of the runner, which its presence
-	// was checked to match (G7): who the runner is, for every store call.
+	// was checked to match (RB-G7): who the runner is, for every store call.
 	device projection.DeviceRecord
 	// proj is the projection the call was authenticated under; handlers
 	// decide with the same one, even if a reload lands meanwhile.
@@ -53,9 +53,9 @@ func decoded[Req any](c *Codec, ctx context.Context, who *caller, _ Req, err err
 	return nil
 }
 
-// daemonPlane runs the daemon-plane auth pipeline (A3, with relayd's G7
+// daemonPlane runs the daemon-plane auth pipeline (RB-A3, with relayd's RB-G7
 // difference) and then the endpoint. From the consent check on, every
-// call stamps the runner's presence (G7): within the endpoint's own store
+// call stamps the runner's presence (RB-G7): within the endpoint's own store
 // operation, which saves a round trip, or, when the endpoint refuses
 // before it, on its own first.
 func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemonRoute) (any, error) {
@@ -106,7 +106,7 @@ func (c *Codec) identify(ctx context.Context, sig protocol.Signature, req *codec
 	proj := c.env.Projection()
 	// A runner whose device record left the projection, or whose approved
 	// keys or owner changed since it paired, is no longer anyone the relay
-	// knows (G7); pairing again takes up what the projection says now.
+	// knows (RB-G7); pairing again takes up what the projection says now.
 	dev, approved := proj.DeviceFor(sig.CallerID)
 	if !present || !approved || (!owe && (dev.Device != paired.Device || dev.Owner != paired.Owner)) {
 		return nil, protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgRunnerNotKnown)
@@ -123,7 +123,7 @@ func (c *Codec) identify(ctx context.Context, sig protocol.Signature, req *codec
 		return nil, refusal
 	}
 	// A device the projection marks revoked is refused on every endpoint,
-	// heartbeat included, as protocol "2" refuses it (spec A7).
+	// heartbeat included, as protocol "2" refuses it (spec P2-A7).
 	if dev.Revoked {
 		return nil, protocol.Refuse(protocol.CodeRevoked, protocol.MsgRevoked)
 	}

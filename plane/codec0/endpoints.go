@@ -9,7 +9,7 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// pair registers a device the projection approved (A5). It is unsigned;
+// pair registers a device the projection approved (RB-A5). It is unsigned;
 // the plane has charged it to the client's address already.
 func (c *Codec) pair(ctx context.Context, body *protocol.Body) (protocol.PairResponse, error) {
 	var none protocol.PairResponse
@@ -38,7 +38,7 @@ func (c *Codec) pair(ctx context.Context, body *protocol.Body) (protocol.PairRes
 	// Store the keys the projection approved, never the ones presented:
 	// pairing is unsigned, and an old but self-consistent key set is public,
 	// so storing what was sent would let anyone roll a device back to a
-	// retired encryption key (G7).
+	// retired encryption key (RB-G7).
 	if _, err := c.env.Store.Pair(ctx, store.PairInput{RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device}); err != nil {
 		return none, storeError(store.OpPair, err)
 	}
@@ -103,7 +103,7 @@ func (c *Codec) result(ctx context.Context, who *caller, req protocol.ResultRequ
 }
 
 // heartbeat renews what the caller holds. A caller whose consent is gone
-// still gets an answer, telling it so and that every lease is lost (A9).
+// still gets an answer, telling it so and that every lease is lost (RB-A9).
 // One store call stamps, sweeps and, for a consenting caller, lists what
 // to cancel and renews.
 func (c *Codec) heartbeat(ctx context.Context, who *caller, req protocol.HeartbeatRequest) (protocol.HeartbeatResponse, error) {

@@ -14,9 +14,9 @@ import (
 func storeError(op store.Op, err error) error { return codec.StoreError(op, err, wireRefusal) }
 
 // wireRefusal is the one table from a store refusal to protocol "0"'s
-// answer: the reference's lease-scoped refusals (A7.2) with relayd's 403
-// "unauthorized" pairs (G1) and finished-job refusal (G9), the site
-// plane's (A11.3, A12.2), and relayd's stale-seal refusals (D11). A code
+// answer: the reference's lease-scoped refusals (RB-A7.2) with relayd's 403
+// "unauthorized" pairs (RB-G1) and finished-job refusal (RB-G9), the site
+// plane's (RB-A11.3, RB-A12.2), and relayd's stale-seal refusals (P2-D11). A code
 // it does not know is no refusal of this protocol's, and answers as a
 // failure; an admission's rate charge is answered by codec.StoreError.
 func wireRefusal(op store.Op, r *store.Refusal) codec.Refusal {

@@ -40,13 +40,13 @@ func fromBody[Req any](decode func(*protocol.Body) (Req, error)) func(*codec.Req
 }
 
 // fromQuery reads the siteId of a read route from the query; the body of
-// a POST to a read route is signed but otherwise ignored (A14).
+// a POST to a read route is signed but otherwise ignored (RB-A14).
 func fromQuery(req *codec.Request) (protocol.SiteQuery, error) {
 	query, _ := url.ParseQuery(req.RawQuery)
 	return protocol.DecodeSiteQuery(query.Get("siteId"))
 }
 
-// sitePlane runs the site-plane auth pipeline (A4) and then the route.
+// sitePlane runs the site-plane auth pipeline (RB-A4) and then the route.
 func (c *Codec) sitePlane(ctx context.Context, req *codec.Request, route siteRoute) (any, error) {
 	caller, err := c.env.AuthenticateSite(ctx, req, codec.SiteRefusals{
 		NotSigned:     func() codec.Refusal { return protocol.Refuse(protocol.CodeUnauthorized, protocol.MsgNotSigned) },

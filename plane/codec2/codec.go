@@ -2,7 +2,7 @@
 // daemon plane with device-code pairing, multi-site claims keyed by
 // (site, id) and lease-first job resolution, and the site plane for every
 // registered site (shared/spec/protocol-2.md §3-§5), with relayd's
-// decisions D1-D11 (§10). Transport, routing, version classification and
+// decisions P2-D1–P2-D11 (§10). Transport, routing, version classification and
 // writing are the plane's, as for every codec.
 //
 // The vocabulary (request shapes, strict decoders, refusal bodies, the
@@ -38,7 +38,7 @@ type Options struct {
 	Limits proto2.Limits
 	// Grants, when set, makes relayd the grant author of the devices
 	// whose records name a grant key (docs/grants.md); nil keeps decision
-	// D4 for every device.
+	// P2-D4 for every device.
 	Grants *Grants
 }
 

@@ -13,7 +13,7 @@ import (
 // caller is an authenticated daemon-plane caller.
 type caller struct {
 	// device is the projection's record of the runner: who it is for
-	// every store call, whatever its presence says (decision D7).
+	// every store call, whatever its presence says (decision P2-D7).
 	device projection.DeviceRecord
 	// proj is the projection the call was authenticated under; handlers
 	// decide with the same one, even if a reload lands meanwhile.
@@ -52,7 +52,7 @@ func decoded[Req any](c *Codec, ctx context.Context, who *caller, _ Req, err err
 	return nil
 }
 
-// daemonPlane authenticates the caller (§3.3, with decision D7) and runs
+// daemonPlane authenticates the caller (§3.3, with decision P2-D7) and runs
 // the endpoint, whose store call writes the caller's presence first
 // (refuse does when the endpoint refuses before calling the store).
 func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemonRoute) (any, error) {
@@ -66,7 +66,7 @@ func (c *Codec) daemonPlane(ctx context.Context, req *codec.Request, route daemo
 // authenticate identifies and verifies a daemon-plane caller in the
 // reference's order: signature present, runner known, signature valid,
 // device not revoked. Unlike the reference, the projection alone says who
-// a runner is (D7): a runner whose device record is gone is not
+// a runner is (P2-D7): a runner whose device record is gone is not
 // recognised whatever presence remains. The caller's presence is written
 // by its first store call; with the limiter's buckets in the store, a
 // caller who passes every other step owes that call its charge too: one
@@ -113,7 +113,7 @@ func (c *Codec) refuse(ctx context.Context, who *caller, refusal *proto2.Refusal
 
 // stamp writes the caller's presence as the projection has it, on the
 // store clock, with what its first store call owes (nothing once that
-// call ran). Presence is a cache (D7): it is rebuilt whenever it is
+// call ran). Presence is a cache (P2-D7): it is rebuilt whenever it is
 // missing or out of date, and routes nothing.
 func (c *Codec) stamp(ctx context.Context, who *caller) error {
 	a := who.admission()

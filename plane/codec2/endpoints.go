@@ -13,7 +13,7 @@ import (
 
 // claim grants the caller queued proto-2 jobs. A device enrolled for
 // grants (docs/grants.md) gets authoredClaim; every other device, and
-// every device of a relay with no grant key, keeps decision D4: it is
+// every device of a relay with no grant key, keeps decision P2-D4: it is
 // offered only its owner's jobs on every site it may route for (§3.6),
 // with no grant.
 func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest) (any, error) {
@@ -40,16 +40,16 @@ func (c *Codec) claim(ctx context.Context, who *caller, req proto2.ClaimRequest)
 }
 
 // held names the job a holder-scoped call is about, resolved lease first
-// (§4.1 R4.1.3), among proto-2 jobs only, with the caller's admission. A
+// (§4.1 P2-R4.1.3), among proto-2 jobs only, with the caller's admission. A
 // job of a site the caller's owner no longer consents to is refused by
-// the store (D12).
+// the store (RD-D12).
 func held(who *caller, jobID, leaseID string) store.LeaseInput {
 	return store.LeaseInput{Proto: store.Proto2, JobID: jobID, RunnerID: who.device.RunnerID, LeaseID: leaseID, Admit: who.admission(),
 		Sites: siteIDs(who.proj.SitesFor(who.device.Owner))}
 }
 
 // siteIDs are the ids of sites, never nil: the sites a holder may still
-// work for, paused consents included, as a heartbeat pins them (D12).
+// work for, paused consents included, as a heartbeat pins them (RD-D12).
 func siteIDs(sites []projection.SiteRecord) []string {
 	ids := make([]string, 0, len(sites))
 	for _, s := range sites {

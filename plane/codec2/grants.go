@@ -13,7 +13,7 @@ import (
 )
 
 // Grants is relayd as its own grant author (docs/grants.md, spec
-// grants.md §3). Off (nil in Options) every device keeps decision D4; on,
+// grants.md §3). Off (nil in Options) every device keeps decision P2-D4; on,
 // a device whose record names a grantKey is enrolled: it is offered what
 // rosters route to it, and every job it claims is authored first.
 type Grants struct {

@@ -27,7 +27,7 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req proto2.Heartbeat
 	// One store call writes the presence with what the daemon offers,
 	// sweeps and, for a daemon serving a site, lists what to cancel and
 	// renews: only grants on jobs of the sites pinned, so that a job of a
-	// site whose consent was withdrawn is lost and lapses (D12).
+	// site whose consent was withdrawn is lost and lapses (RD-D12).
 	admit := who.admission()
 	admit.Pair.Capabilities, admit.Pair.Withheld = offered.Capabilities, offered.Withheld
 	hb, err := c.env.Store.Heartbeat(ctx, store.HeartbeatInput{
@@ -47,7 +47,7 @@ func (c *Codec) heartbeat(ctx context.Context, who *caller, req proto2.Heartbeat
 	}
 	if len(pinned) == 0 {
 		// Serving no site: nothing is renewed, and everything held is
-		// lost, as the reference answers (S13).
+		// lost, as the reference answers (P2-S13).
 		resp.Cancel, resp.Lost = []proto2.GrantRef{}, nonNil(req.ActiveLeases)
 		return resp, nil
 	}

@@ -40,7 +40,7 @@ func (c *Codec) pair(ctx context.Context, r *codec.Request) (any, error) {
 // unsigned and a device identity is public, so it replaces only the codes
 // of its identity started from the same client address (a daemon
 // restarted mid-pairing sends a fresh start); one from another address
-// gets a code of its own beside them (issue 27, D13).
+// gets a code of its own beside them (issue 27, RD-D13).
 func (c *Codec) pairStart(ctx context.Context, req proto2.PairStartRequest, clientAddr string) (proto2.PairStartResponse, error) {
 	var none proto2.PairStartResponse
 	if c.opts.VerificationURL == "" || c.env.Pairings == nil {
@@ -100,7 +100,7 @@ func (c *Codec) pairPoll(ctx context.Context, req proto2.PairPollRequest) (proto
 	}
 	sites := sitesByKeyID(proj.SitesFor(approved.Owner))
 	// The keys the projection approved, as the fixture exchange stores
-	// them (G7); the capabilities the start said, and nothing withheld.
+	// them (RB-G7); the capabilities the start said, and nothing withheld.
 	if _, err := c.env.Store.Pair(ctx, store.PairInput{
 		RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device,
 		Capabilities: pending.Capabilities, Withheld: json.RawMessage("[]"),
@@ -146,7 +146,7 @@ func (c *Codec) pairFixture(ctx context.Context, req proto2.PairFixtureRequest) 
 		return none, proto2.DeviceOtherOwner()
 	}
 	// Store the keys the projection approved, never the ones presented:
-	// pairing is unsigned (G7).
+	// pairing is unsigned (RB-G7).
 	if _, err := c.env.Store.Pair(ctx, store.PairInput{
 		RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device,
 		Capabilities: json.RawMessage("[]"), Withheld: json.RawMessage("[]"),

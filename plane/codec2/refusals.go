@@ -10,7 +10,7 @@ import (
 )
 
 // PairingRetryAfterSeconds is the retryAfter of a start refused because
-// too many codes are pending (decision D1): codes live ten minutes, so a
+// too many codes are pending (decision P2-D1): codes live ten minutes, so a
 // minute later some have usually gone.
 const PairingRetryAfterSeconds = 60
 
@@ -22,7 +22,7 @@ func pairingBusy() *proto2.Refusal {
 	return r
 }
 
-// Relayd's refusals of work for a site whose consent was withdrawn (D12).
+// Relayd's refusals of work for a site whose consent was withdrawn (RD-D12).
 // Neither is revoked: the daemon stops for good on that code, and the
 // owner may still consent to other sites.
 const (
@@ -34,7 +34,7 @@ const (
 	MsgHolderWithdrew = "the device that claimed this job no longer serves this site: its owner withdrew consent"
 )
 
-// holderWithdrew is the payload refusal of D12.
+// holderWithdrew is the payload refusal of RD-D12.
 func holderWithdrew() *proto2.Refusal {
 	return &proto2.Refusal{Status: http.StatusConflict, Body: proto2.ErrorBody{Error: protocol.CodeTooLate, Message: MsgHolderWithdrew}}
 }
@@ -45,8 +45,8 @@ func storeError(op store.Op, err error) error { return codec.StoreError(op, err,
 
 // wireRefusal is the one table from a store refusal to protocol "2"'s
 // answer (§3.7, §3.12, §3.17): holder refusals are 403 forbidden, a
-// finished job is 409 too-late, relayd's stale-seal refusal (D11) is the
-// late seal's 409, and its withdrawn-consent refusal (D12) a 403. A code
+// finished job is 409 too-late, relayd's stale-seal refusal (P2-D11) is the
+// late seal's 409, and its withdrawn-consent refusal (RD-D12) a 403. A code
 // it does not know answers as a failure.
 func wireRefusal(op store.Op, r *store.Refusal) codec.Refusal {
 	switch r.Code {
@@ -73,7 +73,7 @@ func wireRefusal(op store.Op, r *store.Refusal) codec.Refusal {
 		// the reference's answer for a refused stub is the one to give.
 		return proto2.StubNotAccepted()
 	case store.RefusedOtherDevice:
-		// As protocol "0" answers (D11): a payload sealed for an earlier
+		// As protocol "0" answers (P2-D11): a payload sealed for an earlier
 		// holder is a late seal; a result the holder did not seal could
 		// never be verified by the site.
 		if op == store.OpPayload {

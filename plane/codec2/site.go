@@ -93,9 +93,9 @@ func (c *Codec) enqueue(ctx context.Context, site *codec.SiteCaller, req enqueue
 }
 
 // payload seals a claimed job; the envelope rule runs before the store
-// (§3.12), and so does relayd's consent rule (D12): a payload sealed to a
+// (§3.12), and so does relayd's consent rule (RD-D12): a payload sealed to a
 // device whose owner no longer consents to the site is refused. The store
-// then takes the payload only if that device holds the job (D11), so no
+// then takes the payload only if that device holds the job (P2-D11), so no
 // payload reaches a device that stopped serving the site.
 func (c *Codec) payload(ctx context.Context, site *codec.SiteCaller, req payloadRequest) (proto2.PayloadResponse, error) {
 	if refusal := proto2.EnvelopeTooLarge(req.Envelope); refusal != nil {
@@ -120,7 +120,7 @@ func (c *Codec) cancel(ctx context.Context, site *codec.SiteCaller, req cancelRe
 }
 
 // pending lists the site's jobs awaiting a payload, whatever protocol
-// enqueued them (A6), after a sweep (§3.14).
+// enqueued them (P2-A6), after a sweep (§3.14).
 func (c *Codec) pending(ctx context.Context, site *codec.SiteCaller, _ siteQuery) (proto2.PendingResponse, error) {
 	if limited := site.Pay(ctx, c.env); limited != nil {
 		return proto2.PendingResponse{}, limited
@@ -138,7 +138,7 @@ func (c *Codec) pending(ctx context.Context, site *codec.SiteCaller, _ siteQuery
 }
 
 // stillServed leaves out the jobs claimed by a device whose owner no
-// longer consents to the site: a seal for one would be refused (D12), and
+// longer consents to the site: a seal for one would be refused (RD-D12), and
 // its sealing window lapses into the queue as any unsealed claim's does.
 func stillServed(proj *projection.Projection, siteID string, jobs []store.Job) []store.Job {
 	out := make([]store.Job, 0, len(jobs))
@@ -155,9 +155,9 @@ func stillServed(proj *projection.Projection, siteID string, jobs []store.Job) [
 }
 
 // withdrawn reports whether dev, a device the projection approves (known),
-// belongs to an owner with no consent, paused or not, to siteID (D12). A
+// belongs to an owner with no consent, paused or not, to siteID (RD-D12). A
 // device the projection no longer knows is not judged here: its own calls
-// are refused (D7).
+// are refused (P2-D7).
 func withdrawn(proj *projection.Projection, siteID string, dev projection.DeviceRecord, known bool) bool {
 	if !known {
 		return false
@@ -167,7 +167,7 @@ func withdrawn(proj *projection.Projection, siteID string, dev projection.Device
 }
 
 // results lists the site's finished jobs, whatever protocol enqueued them
-// (A6); they stay listed until their deadline (§3.15).
+// (P2-A6); they stay listed until their deadline (§3.15).
 func (c *Codec) results(ctx context.Context, site *codec.SiteCaller, _ siteQuery) (codec.RawJSON, error) {
 	if limited := site.Pay(ctx, c.env); limited != nil {
 		return nil, limited

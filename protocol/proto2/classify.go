@@ -21,11 +21,11 @@ func (c Codec) String() string {
 }
 
 // Classifier chooses, per request, the codec that serves it from the
-// version it declared (§2.4.1, decisions D9 and A1-A10). It runs where the
+// version it declared (§2.4.1, decisions P2-D9 and P2-A1–P2-A10). It runs where the
 // reference runs its handshake: after the debug route and after the body
 // is read, before routing, schemas and signatures. It is for a relay that
 // serves "2"; a relay serving "0" alone keeps package protocol's own
-// version check (design G4).
+// version check (design RB-G4).
 type Classifier struct {
 	// WithV0 is true when the relay serves "0" beside "2" (--protocols
 	// 0,2). Without it the relay answers as the reference does.
@@ -44,7 +44,7 @@ func (c Classifier) Supported() []string {
 // Daemon classifies a request to a daemon-plane endpoint (pair, claim,
 // fetch, result, heartbeat, release under the base path). A missing or
 // malformed version is refused, since neither published daemon omits it
-// (A1); an unreadable body goes to the codec that will refuse it after
+// (P2-A1); an unreadable body goes to the codec that will refuse it after
 // authentication, "0"'s when it is served, so "0" answers as it does today.
 func (c Classifier) Daemon(d Declaration) (Codec, *Refusal) {
 	switch {
@@ -61,7 +61,7 @@ func (c Classifier) Daemon(d Declaration) (Codec, *Refusal) {
 // Site classifies a request to one of the five /relay/site/* paths. There
 // a missing version means "0" when it is served, because sites of the "0"
 // generation never declare one. A declared "0" is served by the "0" codec
-// too (A2); that codec must drop the protocolVersion key before its strict
+// too (P2-A2); that codec must drop the protocolVersion key before its strict
 // schema runs.
 func (c Classifier) Site(d Declaration) (Codec, *Refusal) {
 	switch {

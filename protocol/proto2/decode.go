@@ -3,7 +3,7 @@ package proto2
 // Strict decoding of v2 bodies, as the reference's zod schemas read them
 // (§3.5-§3.15, §3.19): every object strict at every level, integers as
 // zod's .int(), string lengths in code points, and on top of that relayd's
-// stricter JSON (design A0.3, A0.4) through protocol/strictjson.
+// stricter JSON (design RB-A0.3, RB-A0.4) through protocol/strictjson.
 //
 // A refusal is a *protocol.DecodeError wrapping one of protocol's Err
 // sentinels (or a *strictjson.Error). Its text is for logs and tests: the
@@ -17,9 +17,9 @@ import (
 )
 
 // Limits bounds what the v2 schemas leave open, as relayd bounds "0"
-// (design G26). The envelope itself is bounded by the reference's own rule
+// (design RB-G26). The envelope itself is bounded by the reference's own rule
 // (EnvelopeTooLarge), not here, so no envelope "2" accepts is refused by a
-// decoder (decision D2).
+// decoder (decision P2-D2).
 type Limits struct {
 	// MaxListItems caps every list a body carries: capabilities,
 	// knownModels, withheld, claimants, activeLeases, leases, and in

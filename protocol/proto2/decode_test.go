@@ -168,9 +168,9 @@ func TestPairLengthsCountCodePoints(t *testing.T) {
 	require.Error(t, err)
 }
 
-// Design A0.3 and A0.4 hold for "2" as for "0": bodies another parser would
+// Design RB-A0.3 and RB-A0.4 hold for "2" as for "0": bodies another parser would
 // read differently are refused, nested or not.
-func TestA03A04_BodiesRelaydWillNotReadAreRefused(t *testing.T) {
+func TestRB_A03A04_BodiesRelaydWillNotReadAreRefused(t *testing.T) {
 	decoders := requestDecoders(Decoder{})
 	for name, seed := range validRequests {
 		for _, c := range []struct {

@@ -8,7 +8,7 @@
 // envelopes, key ids, lease references and request signatures are package
 // protocol's types, and bodies are read with protocol/strictjson, so that a
 // body that is not valid UTF-8 or repeats a key is refused exactly as it is
-// under "0" (design A0.3, A0.4).
+// under "0" (design RB-A0.3, RB-A0.4).
 //
 // Nothing here touches a store, a projection or HTTP: every function is a
 // pure reading or writing of bytes, for the relay's v2 codec and for Go test

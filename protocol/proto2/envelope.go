@@ -40,7 +40,7 @@ func escapedLen(s string) int64 {
 }
 
 // EnvelopeTooLarge is the reference's envelope cap on payload and result
-// (§3.8, §3.12; decision D2): nil when EnvelopeBytes(e) is at most
+// (§3.8, §3.12; decision P2-D2): nil when EnvelopeBytes(e) is at most
 // MaxEnvelopeBytes (exactly the limit is accepted), otherwise the 400 with
 // the reference's message. Both routes check it after the schema and
 // before the store, so an oversized result is refused even for an unknown

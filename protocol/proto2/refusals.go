@@ -20,7 +20,7 @@ const (
 // reference's order. Each refusal carries only its own extras: clock-skew
 // serverTime and maxSkewMs, the version refusal supported and minimum,
 // the floor refusal floor, and relayd's retryable refusals retryAfter in
-// whole seconds (decision D1).
+// whole seconds (decision P2-D1).
 type ErrorBody struct {
 	Error      protocol.Code `json:"error"`
 	Message    string        `json:"message,omitempty"`
@@ -114,7 +114,7 @@ func DebugNoSite() *Refusal {
 
 // UnsupportedVersion is the handshake's refusal of d (#4, #5) by a relay
 // serving supported, lowest first: ["2"] answers as the reference does,
-// ["0","2"] as relayd's dual relay (§2.4.1, A10). The advice to upgrade is
+// ["0","2"] as relayd's dual relay (§2.4.1, P2-A10). The advice to upgrade is
 // chosen by comparing the declared version, in JavaScript string order,
 // with the newest supported one; with "2" alone that is the reference's
 // comparison with its minimum.
@@ -235,13 +235,13 @@ func DeviceOtherOwner() *Refusal {
 }
 
 // NoDeviceCode: start (or poll) on a relay without a verification URL:
-// 501 with the code bad-request, as the reference pairs them (#28, S6).
+// 501 with the code bad-request, as the reference pairs them (#28, P2-S6).
 func NoDeviceCode() *Refusal {
 	return refusal(http.StatusNotImplemented, protocol.CodeBadRequest, MsgNoDeviceCode)
 }
 
 // PairingBusy: the pending-code store is full (#29); no retryAfter, as in
-// the reference (S7).
+// the reference (P2-S7).
 func PairingBusy() *Refusal {
 	return refusal(http.StatusTooManyRequests, protocol.CodeRateLimited, MsgPairingBusy)
 }

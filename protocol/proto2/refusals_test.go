@@ -64,7 +64,7 @@ func TestRefusalCatalogue(t *testing.T) {
 }
 
 // relayd's own refusals (rate limits, store outages) reach a v2 caller
-// unchanged, retryAfter in seconds included (D1).
+// unchanged, retryAfter in seconds included (P2-D1).
 func TestFromV0KeepsEveryField(t *testing.T) {
 	r := FromV0(protocol.RateLimited(3))
 	require.Equal(t, 429, r.Status)
@@ -82,7 +82,7 @@ func envelopeOf(ciphertext string) SealedEnvelope {
 
 // §3.12.1: the size is JSON.stringify's length in UTF-16 units, and
 // exactly 6 MiB is accepted.
-func TestD2_EnvelopeSizeRule(t *testing.T) {
+func TestP2_D2_EnvelopeSizeRule(t *testing.T) {
 	require.EqualValues(t, 109, EnvelopeBytes(envelopeOf("AAAA")), "the spec's worked example")
 	encoded, err := Marshal(envelopeOf("AAAA"))
 	require.NoError(t, err)

@@ -77,7 +77,7 @@ var wireErrorCodes = []string{
 // DecodeWireError reads a refusal body as the daemon's strict WireError
 // does: a known code, a non-empty message, and each extra only on its own
 // code (§3.18). Bodies without a message, such as the unknown-path 404,
-// fail it, as they fail the reference's (S5).
+// fail it, as they fail the reference's (P2-S5).
 func DecodeWireError(body []byte) (ErrorBody, error) {
 	return decode(answers, body, "error", func(n node) ErrorBody {
 		o := n.strict("error", "message", "supported", "minimum", "floor", "retryAfter", "serverTime", "maxSkewMs")

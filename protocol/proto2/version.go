@@ -24,7 +24,7 @@ const (
 	NotAString
 	// Unreadable: the body is JSON the reference would read but relayd
 	// refuses to (invalid UTF-8, a repeated key, a lone surrogate, a byte
-	// order mark, too deep or too many values; design A0.3, A0.4). It
+	// order mark, too deep or too many values; design RB-A0.3, RB-A0.4). It
 	// declares nothing relayd trusts, so the query is not asked either: the
 	// codec serving it refuses it with its schema answer after
 	// authentication, as "0" does today.

@@ -38,7 +38,7 @@ func TestDeclaredVersionReadsBodyThenQuery(t *testing.T) {
 	require.Equal(t, Declaration{Kind: Undeclared}, QueryDeclaredVersion("siteId=s"))
 }
 
-// The refusal bodies, byte for byte (§2.1.4, §2.4.1, A10).
+// The refusal bodies, byte for byte (§2.1.4, §2.4.1, P2-A10).
 const (
 	bodyNoVersionDual  = "{\"error\":\"unsupported-protocol-version\",\"message\":\"this request declared no protocol version. Upgrade the daemon: `npm i -g byollm@latest`.\",\"supported\":[\"0\",\"2\"],\"minimum\":\"0\"}"
 	bodyNoVersionV2    = "{\"error\":\"unsupported-protocol-version\",\"message\":\"this request declared no protocol version. Upgrade the daemon: `npm i -g byollm@latest`.\",\"supported\":[\"2\"],\"minimum\":\"2\"}"
@@ -62,10 +62,10 @@ func TestClassifierDaemonPlane(t *testing.T) {
 	}{
 		{"2 on dual", dual, `{"protocolVersion":"2"}`, "", CodecV2, ""},
 		{"0 on dual", dual, `{"protocolVersion":"0"}`, "", CodecV0, ""},
-		{"A1 none on dual", dual, `{"max":1}`, "", 0, bodyNoVersionDual},
+		{"P2-A1 none on dual", dual, `{"max":1}`, "", 0, bodyNoVersionDual},
 		{"number on dual", dual, `{"protocolVersion":0}`, "", 0, bodyNoVersionDual},
 		{"empty on dual", dual, `{"protocolVersion":""}`, "", 0, bodyNoVersionDual},
-		{"A10 leftover 1 told to upgrade", dual, `{"protocolVersion":"1"}`, "", 0, bodyAsked1Dual},
+		{"P2-A10 leftover 1 told to upgrade", dual, `{"protocolVersion":"1"}`, "", 0, bodyAsked1Dual},
 		{"99 on dual", dual, `{"protocolVersion":"99"}`, "", 0, bodyAsked99Dual},
 		{"not escaped as html", dual, `{"protocolVersion":"<&>"}`, "", 0, bodyAskedAmpV2Dual},
 		{"query 2 for a post", dual, `{"max":1}`, "protocolVersion=2", CodecV2, ""},
@@ -95,7 +95,7 @@ func TestClassifierSitePlane(t *testing.T) {
 		{"get with query 2", dual, QueryDeclaredVersion("siteId=s&protocolVersion=2"), CodecV2, ""},
 		{"v0 site declares nothing", dual, DeclaredVersion([]byte(`{"siteId":"s"}`), ""), CodecV0, ""},
 		{"v0 get", dual, QueryDeclaredVersion("siteId=s"), CodecV0, ""},
-		{"A2 explicit 0", dual, QueryDeclaredVersion("siteId=s&protocolVersion=0"), CodecV0, ""},
+		{"P2-A2 explicit 0", dual, QueryDeclaredVersion("siteId=s&protocolVersion=0"), CodecV0, ""},
 		{"number", dual, DeclaredVersion([]byte(`{"protocolVersion":2}`), ""), 0, bodyNoVersionDual},
 		{"empty query", dual, QueryDeclaredVersion("protocolVersion="), 0, bodyNoVersionDual},
 		{"99", dual, DeclaredVersion([]byte(`{"protocolVersion":"99"}`), ""), 0, bodyAsked99Dual},

@@ -82,7 +82,7 @@ func BenchmarkListingsWithQueued(b *testing.B) {
 				granted = append(granted, got...)
 			}
 			lease := store.LeaseInput{SiteID: "site", JobID: "done", RunnerID: "runner", LeaseID: granted[0].Lease.ID}
-			// The result must be sealed by the holder's device (D11).
+			// The result must be sealed by the holder's device (P2-D11).
 			holder := store.Claim{Device: in.Device}
 			sealed := protocol.SealedEnvelope{SenderKeyID: holder.HolderKeyID()}
 			if _, err := s.Result(ctx, store.ResultInput{LeaseInput: lease, Envelope: sealed, Disposition: protocol.DispositionOK}); err != nil {

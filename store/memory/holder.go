@@ -7,7 +7,7 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// A sealed job goes back to its holder (README D14). When a protocol-"2"
+// A sealed job goes back to its holder (README RD-D14). When a protocol-"2"
 // job's lease lapses with its payload sealed, the payload and the grant are
 // kept and the job waits, in state ready, for its holder's next claim until
 // store.HolderReturnMs after the lapse; that claim re-grants it under the

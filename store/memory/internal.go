@@ -58,7 +58,7 @@ func (s *Store) apply(r *record, now int64) outcome {
 
 // lapse applies a proto-2 job's lapsed sealing window (spec protocol-2
 // §4.5): the first runner to let one lapse is the one the job is re-offered
-// to, for one sealing window after each lapse of its own grant (D8), and
+// to, for one sealing window after each lapse of its own grant (P2-D8), and
 // the third consecutive lapse evicts the job.
 func (s *Store) lapse(r *record, now int64) outcome {
 	j := &r.job
@@ -88,7 +88,7 @@ func (s *Store) live(key jobKey, now int64) *record {
 
 // resolve finds the job a holder-scoped call names, its deadlines applied,
 // among the jobs of in.Proto: by (site, id) when the call names a site, else
-// lease first (spec protocol-2 R4.1.3): the job the lease is the current
+// lease first (spec protocol-2 P2-R4.1.3): the job the lease is the current
 // grant of, if its id is the one named, else the first job with that id the
 // runner holds.
 func (s *Store) resolve(in store.LeaseInput, now int64) *record {
@@ -120,7 +120,7 @@ func (s *Store) resolve(in store.LeaseInput, now int64) *record {
 func (s *Store) held(in store.LeaseInput, now int64) (*record, error) {
 	r := s.resolve(in, now)
 	switch {
-	case r == nil || r.returningTo != "": // a lapsed lease kept for a re-grant acts on nothing (D14)
+	case r == nil || r.returningTo != "": // a lapsed lease kept for a re-grant acts on nothing (RD-D14)
 		return nil, store.Refuse(store.RefusedNotFound)
 	case r.job.ClaimedBy == nil || r.job.ClaimedBy.RunnerID != in.RunnerID:
 		return nil, store.Refuse(store.RefusedNotHolder)

@@ -44,7 +44,7 @@ type Store struct {
 	unsealed  map[store.Route]int             // proto-2 jobs awaiting a payload, per (site, job owner)
 	listed    map[string]map[*record]struct{} // by site: jobs the site's listings show (awaiting a payload, or done with a result)
 	cancelled map[string]map[*record]struct{} // by holder: cancelled jobs held
-	returning map[string]map[*record]struct{} // by holder: sealed jobs whose lease lapsed, kept for it (D14)
+	returning map[string]map[*record]struct{} // by holder: sealed jobs whose lease lapsed, kept for it (RD-D14)
 	presence  map[string]*store.Presence
 	pairings  *Pairings // pending device codes, on the same clock
 	paired    []string  // runner ids in first-pair order
@@ -84,7 +84,7 @@ type record struct {
 	// held says a Hold claim granted the job and SettleGrants has not yet
 	// decided it: it awaits its payload unlisted.
 	held bool
-	// returningTo is the runner whose returning list holds the job (D14).
+	// returningTo is the runner whose returning list holds the job (RD-D14).
 	returningTo string
 }
 
@@ -116,7 +116,7 @@ func keyOf(j *store.Job, now int64) queueKey {
 }
 
 // reofferOpen reports whether a job is still re-offered to its ReofferTo
-// runner alone: until ReofferUntil, and not once that runner refused it (D8).
+// runner alone: until ReofferUntil, and not once that runner refused it (P2-D8).
 func reofferOpen(j *store.Job, now int64) bool {
 	return j.Proto == store.Proto2 && j.ReofferTo != "" && j.ReofferUntil > now && !slices.Contains(j.RefusedBy, j.ReofferTo)
 }
@@ -229,7 +229,7 @@ func (s *Store) Enqueue(ctx context.Context, in store.EnqueueInput) (store.Enque
 }
 
 // takenByOtherV0Site reports whether a live proto-0 job of another site
-// holds id: protocol "0" keeps id-taken (A4), and only among its own jobs,
+// holds id: protocol "0" keeps id-taken (P2-A4), and only among its own jobs,
 // so a proto-2 job never makes a v0 enqueue fail.
 func (s *Store) takenByOtherV0Site(siteID, id string, now int64) bool {
 	for _, r := range slices.Clone(s.byID[id]) {
@@ -368,9 +368,9 @@ func (s *Store) Fetch(ctx context.Context, in store.LeaseInput) (protocol.Sealed
 }
 
 // fetchRefusal says why the holder may not have the payload, if it may not.
-// Protocol "0" refuses a finished job first (design G9); protocol "2"
-// checks for the payload first, as ST9 orders it, so a job finished
-// without one answers not-ready (S15).
+// Protocol "0" refuses a finished job first (design RB-G9); protocol "2"
+// checks for the payload first, as P2-ST9 orders it, so a job finished
+// without one answers not-ready (P2-S15).
 func fetchRefusal(j *store.Job) error {
 	finished := j.State != store.Ready && j.State != store.Running && j.Payload != nil
 	if j.Proto == store.Proto0 {
@@ -409,8 +409,8 @@ func (s *Store) Result(ctx context.Context, in store.ResultInput) (store.ResultO
 	r.job.AwaitingUntil = 0
 	s.relist(r)
 	if r.job.Proto == store.Proto0 {
-		// Protocol "0" never names a finished job in cancel (G11), so it
-		// leaves the index; protocol "2" still names it (ST14).
+		// Protocol "0" never names a finished job in cancel (RB-G11), so it
+		// leaves the index; protocol "2" still names it (P2-ST14).
 		delete(s.cancelled[r.job.ClaimedBy.RunnerID], r)
 	}
 	return store.ResultOutcome{}, nil

@@ -13,15 +13,15 @@ import (
 func enqueueContract(s suite) {
 	// creates a queued job holding the stub exactly as sent
 	s.run("CreatesQueuedJob", enqueueCreatesQueuedJobHoldingStub)
-	// is idempotent by job id: a republish keeps the claimed job and ignores the new stub (F94, F51)
+	// is idempotent by job id: a republish keeps the claimed job and ignores the new stub (RB-F94, RB-F51)
 	s.run("IdempotentByID", enqueueIdempotentJobID)
-	// refuses an id another site is already using (F95)
+	// refuses an id another site is already using (RB-F95)
 	s.run("RefusesIDOfAnotherSite", enqueueRefusesIDAnotherSiteAlready)
-	// accepts a stub whose deadline has passed, and drops it at the next sweep (A11.5, G13)
+	// accepts a stub whose deadline has passed, and drops it at the next sweep (RB-A11.5, RB-G13)
 	s.run("PastDeadlineDroppedAtSweep", enqueueAcceptsStubWhoseDeadlineHas)
-	// keeps no tombstone: an id dropped at its deadline can be enqueued afresh (B2)
+	// keeps no tombstone: an id dropped at its deadline can be enqueued afresh (RB-B2)
 	s.run("NoTombstone", enqueueKeepsNoTombstone)
-	// lists every job in first-enqueue order, up to a limit (B3)
+	// lists every job in first-enqueue order, up to a limit (RB-B3)
 	s.run("JobsInOrderUpToLimit", enqueueListsEveryJobFirstEnqueueOrder)
 }
 

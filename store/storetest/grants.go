@@ -12,63 +12,63 @@ import (
 
 // fetchContract lists the fetch cases.
 func fetchContract(s suite) {
-	// refuses an unknown job (B7)
+	// refuses an unknown job (RB-B7)
 	s.run("UnknownJob", fetchRefusesUnknownJob)
-	// refuses a runner that does not hold the job (F76)
+	// refuses a runner that does not hold the job (RB-F76)
 	s.run("NotHolder", fetchRefusesRunnerThatDoesNot)
-	// refuses a stale lease and honours the current one (F74, F97)
+	// refuses a stale lease and honours the current one (RB-F74, RB-F97)
 	s.run("StaleLease", fetchRefusesStaleLeaseHonoursCurrent)
-	// says not-ready until the site has sealed (F88)
+	// says not-ready until the site has sealed (RB-F88)
 	s.run("NotReadyUntilSealed", fetchSaysNotReadyUntilSiteHas)
-	// refuses to reopen a finished job (relayd G9)
+	// refuses to reopen a finished job (relayd RB-G9)
 	s.run("FinishedJob", fetchRefusesReopenFinishedJob)
 }
 
 // resultContract lists the result cases.
 func resultContract(s suite) {
-	// records a result once; a replay by the holder is a duplicate and changes nothing (F77, F107)
+	// records a result once; a replay by the holder is a duplicate and changes nothing (RB-F77, RB-F107)
 	s.run("RecordsOnce", resultRecordsResultOnce)
-	// answers a stranger not-holder even once the job is done (F108, B8)
+	// answers a stranger not-holder even once the job is done (RB-F108, RB-B8)
 	s.run("StrangerNotHolderWhenDone", resultAnswersStrangerNotHolderEvenOnce)
-	// refuses a result produced under a grant that ended (F78, F109)
+	// refuses a result produced under a grant that ended (RB-F78, RB-F109)
 	s.run("EndedGrant", resultRefusesResultProducedUnderGrant)
-	// a result the holder's device did not seal is refused (D11)
-	s.run("D11_OtherDevice", resultRefusesResultFromAnotherDevice)
-	// refuses a stale lease on a done job (B8.3)
+	// a result the holder's device did not seal is refused (P2-D11)
+	s.run("P2_D11_OtherDevice", resultRefusesResultFromAnotherDevice)
+	// refuses a stale lease on a done job (RB-B8.3)
 	s.run("StaleLeaseOnDoneJob", resultRefusesStaleLeaseDoneJob)
-	// accepts a result before the payload, and keeps the grant after (B8)
+	// accepts a result before the payload, and keeps the grant after (RB-B8)
 	s.run("BeforePayload", resultAcceptsResultBeforePayload)
-	// refuses a result after the lease lapsed, whether or not a sweep ran (relayd G8)
+	// refuses a result after the lease lapsed, whether or not a sweep ran (relayd RB-G8)
 	s.run("AfterLeaseLapsed", resultRefusesResultAfterLeaseLapsed)
 }
 
 // releaseContract lists the release cases.
 func releaseContract(s suite) {
-	// gives back the grant it names (F80)
+	// gives back the grant it names (RB-F80)
 	s.run("GivesBackNamedGrant", releaseGivesBackGrantNames)
-	// skips a lease id that is not the current grant, another runner's grant and unknown jobs (F79, B9)
+	// skips a lease id that is not the current grant, another runner's grant and unknown jobs (RB-F79, RB-B9)
 	s.run("SkipsWhatItDoesNotHold", releaseSkipsLeaseIDThatNot)
-	// releases a duplicated entry once, in request order (B9)
+	// releases a duplicated entry once, in request order (RB-B9)
 	s.run("DuplicateEntryOnce", releaseReleasesDuplicatedEntryOnce)
-	// does not offer a job back to the runner that refused it, and offers it to another (F63, F64, F103, F40)
+	// does not offer a job back to the runner that refused it, and offers it to another (RB-F63, RB-F64, RB-F103, RB-F40)
 	s.run("NotBackToRefuser", releaseDoesNotOfferJobBack)
-	// keeps a job claimable by a runner that only went away (F65, F104, F41)
+	// keeps a job claimable by a runner that only went away (RB-F65, RB-F104, RB-F41)
 	s.run("ShutdownKeepsClaimable", releaseKeepsJobClaimableRunnerThat)
-	// does not un-finish a done job (relayd G10)
+	// does not un-finish a done job (relayd RB-G10)
 	s.run("NeverUnfinishes", releaseDoesNotUnFinishDoneJob)
 }
 
 // renewContract lists the renew cases.
 func renewContract(s suite) {
-	// renews a grant it still holds, and the stored expiry follows (F28, F98)
+	// renews a grant it still holds, and the stored expiry follows (RB-F28, RB-F98)
 	s.run("RenewsHeldGrant", renewRenewsGrantStillHolds)
-	// reports a lease the runner no longer holds as lost, and renews nothing (F29, F99)
+	// reports a lease the runner no longer holds as lost, and renews nothing (RB-F29, RB-F99)
 	s.run("LostWhenNotHeld", renewReportsLeaseRunnerNoLonger)
-	// tells a device mid-flight that its job is gone (F69)
+	// tells a device mid-flight that its job is gone (RB-F69)
 	s.run("GoneMidFlight", renewTellsDeviceMidFlightThatJob)
-	// reports a lapsed lease as lost even before a sweep (relayd G8)
+	// reports a lapsed lease as lost even before a sweep (relayd RB-G8)
 	s.run("LapsedIsLost", renewReportsLapsedLeaseAsLost)
-	// never extends the sealing window (B13, D2)
+	// never extends the sealing window (RB-B13, RB-D2)
 	s.run("NeverExtendsSealingWindow", renewNeverExtendsSealingWindow)
 }
 

@@ -18,17 +18,17 @@ func fetchContract2(s suite) {
 	s.run("V2AnotherJobsLease", fetch2WillNotAnswerWithAnotherJobsLease)
 	// v2: refuses a payload for a job that already finished (published case 27)
 	s.run("V2FinishedJob", fetch2RefusesFinishedJob)
-	// v2: says not-ready for a job finished without a payload (ST9, S15)
+	// v2: says not-ready for a job finished without a payload (P2-ST9, P2-S15)
 	s.run("V2DoneWithoutPayloadNotReady", fetch2NotReadyForJobFinishedWithoutPayload)
 	// v2: tells a runner nothing about another site's job id (published case 28)
 	s.run("V2AnotherSitesJob", fetch2TellsNothingAboutAnotherSitesJob)
-	// v2: answers not-holder only for another runner's current lease on that job (R4.1.3)
+	// v2: answers not-holder only for another runner's current lease on that job (P2-R4.1.3)
 	s.run("V2NotHolderOnlyForCurrentLease", fetch2NotHolderOnlyForCurrentLease)
-	// v2: resolves by the lease which of two sites' same-id jobs is meant (R4.1.3)
+	// v2: resolves by the lease which of two sites' same-id jobs is meant (P2-R4.1.3)
 	s.run("V2ResolvesByLease", fetch2ResolvesByLeaseAcrossSites)
 	// holder-scoped calls find only their own protocol's jobs, both ways (§2.4.3 item 6)
 	s.run("OwnProtocolOnly", fetchFindsOnlyOwnProtocol)
-	// v2: answers a lapsed grant not-found, whether or not a sweep ran (relayd G8) (R4.1.3, G8)
+	// v2: answers a lapsed grant not-found, whether or not a sweep ran (relayd RB-G8) (P2-R4.1.3, RB-G8)
 	s.run("V2LapsedGrantNotFound", fetch2LapsedGrantSameWithOrWithoutSweep)
 }
 
@@ -40,12 +40,12 @@ func resultContract2(s suite) {
 	s.run("V2DuplicateAndStranger", result2AnswersDuplicateAndStranger)
 	// v2: refuses a result produced under a grant that ended (published case 26)
 	s.run("V2EndedGrant", result2RefusesEndedGrant)
-	// v2: accepts a result before the payload, keeping the grant (ST10)
+	// v2: accepts a result before the payload, keeping the grant (P2-ST10)
 	s.run("V2BeforePayload", result2AcceptsBeforePayload)
-	// v2: refuses another lease on a done job (ST10 step 3)
+	// v2: refuses another lease on a done job (P2-ST10 step 3)
 	s.run("V2OtherLeaseOnDoneJob", result2RefusesOtherLeaseOnDoneJob)
-	// v2: a result the holder's device did not seal is refused (D11)
-	s.run("D11_V2OtherDevice", result2RefusesResultFromAnotherDevice)
+	// v2: a result the holder's device did not seal is refused (P2-D11)
+	s.run("P2_D11_V2OtherDevice", result2RefusesResultFromAnotherDevice)
 }
 
 // releaseContract2 lists the protocol "2" release cases.
@@ -56,15 +56,15 @@ func releaseContract2(s suite) {
 	s.run("V2HonoursNotBefore", release2HonoursNotBefore)
 	// v2: offers it again once the not-before has passed (published case 18)
 	s.run("V2OffersAfterNotBefore", release2OffersAgainAfterNotBefore)
-	// v2: a later not-before replaces the earlier one (ST11 step 2)
+	// v2: a later not-before replaces the earlier one (P2-ST11 step 2)
 	s.run("V2LaterNotBeforeReplaces", release2NotBeforeOverwrites)
 	// v2: will not un-finish a job that is already done (published case 19)
 	s.run("V2NeverUnfinishes", release2WillNotUnFinish)
 	// v2: keeps a job claimable by a runner that only went away (published case 20)
 	s.run("V2ShutdownKeepsClaimable", release2KeepsClaimableAfterShutdown)
-	// v2: keeps the sealing bookkeeping across a release (ST20)
+	// v2: keeps the sealing bookkeeping across a release (P2-ST20)
 	s.run("V2KeepsSealingBookkeeping", release2KeepsSealingBookkeeping)
-	// v2: skips a lease that is not the current grant, another runner's grant and unknown jobs (ST11)
+	// v2: skips a lease that is not the current grant, another runner's grant and unknown jobs (P2-ST11)
 	s.run("V2SkipsWhatItDoesNotHold", release2SkipsWhatItDoesNotHold)
 }
 
@@ -74,7 +74,7 @@ func renewContract2(s suite) {
 	s.run("V2RenewsHeldGrant", renew2RenewsHeldGrant)
 	// v2: reports a lease the runner no longer holds as lost, and renews nothing (published case 12)
 	s.run("V2LostWhenNotHeld", renew2ReportsLostAsSent)
-	// v2: renews whatever state the job is in, and never the sealing window (ST15)
+	// v2: renews whatever state the job is in, and never the sealing window (P2-ST15)
 	s.run("V2AnyStateNeverSealingWindow", renew2HasNoStateGuard)
 }
 
@@ -395,7 +395,7 @@ func fetch2LapsedGrantSameWithOrWithoutSweep(t *testing.T, b *bundle) {
 	requireRefusal(t, err, store.RefusedNotFound)
 	_, err = b.result2(cs[0], protocol.DispositionOK)
 	requireRefusal(t, err, store.RefusedNotFound)
-	// Sealed, both wait for their holder's next claim (D14): the fetch
+	// Sealed, both wait for their holder's next claim (RD-D14): the fetch
 	// applied the lapse to the unswept one, and the sweep finds nothing
 	// left to requeue.
 	require.Empty(t, b.sweep(t).Requeued, "the unswept job's lapse was applied by the fetch")

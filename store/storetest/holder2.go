@@ -10,21 +10,21 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// holderContract2 lists the cases of README D14: a sealed protocol-"2"
+// holderContract2 lists the cases of README RD-D14: a sealed protocol-"2"
 // job whose lease lapses goes back to its holder under the same lease.
 func holderContract2(s suite) {
-	// v2: a sealed job's lapsed lease goes back to its holder, same lease id, still ready (D14)
-	s.run("D14_SameLeaseStillReady", holder2RegrantsSameLease)
-	// v2: while it waits for its holder, no other runner is offered it and the site sees no pending job (D14)
-	s.run("D14_HiddenFromOthers", holder2HiddenFromOthers)
-	// v2: the holder must come back with the device the payload was sealed to (D14)
-	s.run("D14_SameDeviceOnly", holder2SameDeviceOnly)
-	// v2: a holder that does not come back within store.HolderReturnMs loses it to the queue (D14)
-	s.run("D14_WindowEndsToQueue", holder2WindowEnds)
-	// v2: an unsealed job's lapse is unchanged: a sealing lapse, a new lease (D14)
-	s.run("D14_UnsealedUnchanged", holder2UnsealedUnchanged)
-	// v2: the holder's window is store.HolderReturnMs whatever the lease length (D14)
-	s.run("D14_WindowIgnoresLeaseLength", holder2WindowIgnoresLeaseLength)
+	// v2: a sealed job's lapsed lease goes back to its holder, same lease id, still ready (RD-D14)
+	s.run("RD_D14_SameLeaseStillReady", holder2RegrantsSameLease)
+	// v2: while it waits for its holder, no other runner is offered it and the site sees no pending job (RD-D14)
+	s.run("RD_D14_HiddenFromOthers", holder2HiddenFromOthers)
+	// v2: the holder must come back with the device the payload was sealed to (RD-D14)
+	s.run("RD_D14_SameDeviceOnly", holder2SameDeviceOnly)
+	// v2: a holder that does not come back within store.HolderReturnMs loses it to the queue (RD-D14)
+	s.run("RD_D14_WindowEndsToQueue", holder2WindowEnds)
+	// v2: an unsealed job's lapse is unchanged: a sealing lapse, a new lease (RD-D14)
+	s.run("RD_D14_UnsealedUnchanged", holder2UnsealedUnchanged)
+	// v2: the holder's window is store.HolderReturnMs whatever the lease length (RD-D14)
+	s.run("RD_D14_WindowIgnoresLeaseLength", holder2WindowIgnoresLeaseLength)
 }
 
 // sealedAndLapsed claims job id for alice, seals it, lets her fetch it
@@ -106,7 +106,7 @@ func holder2UnsealedUnchanged(t *testing.T, b *bundle) {
 // but within store.HolderReturnMs, still gets its job. The published
 // daemon's way back (a 10 s sleep after an error, an idle poll of up to
 // 11.5 s, a 30 s breaker on re-working a job) does not shrink with the
-// relay's lease (README D14).
+// relay's lease (README RD-D14).
 func holder2WindowIgnoresLeaseLength(t *testing.T, b *bundle) {
 	const short = 5_000
 	require.Less(t, 4*short, store.HolderReturnMs, "the case needs a lease well under the window")

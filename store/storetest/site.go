@@ -12,51 +12,51 @@ import (
 
 // payloadContract lists the payload cases.
 func payloadContract(s suite) {
-	// stores the payload of a job awaiting it and makes it ready (B10)
+	// stores the payload of a job awaiting it and makes it ready (RB-B10)
 	s.run("MakesReady", payloadStoresPayloadJobAwaitingMakes)
-	// answers not-found for an unknown job or another site's job (B10, F25)
+	// answers not-found for an unknown job or another site's job (RB-B10, RB-F25)
 	s.run("NotFound", payloadAnswersNotFoundUnknownJobAnother)
-	// is too late for a job not awaiting a payload, naming its state (B10, F20)
+	// is too late for a job not awaiting a payload, naming its state (RB-B10, RB-F20)
 	s.run("TooLateNamesState", payloadTooLateJobNotAwaiting)
-	// a payload sealed to an earlier holder is refused, and the job waits for its own (D11)
-	s.run("D11_StaleSealIsRefused", payloadRefusesSealToEarlierHolder)
-	// a payload naming no device that holds the job is refused (D11)
-	s.run("D11_SealNamingNoHolder", payloadRefusesSealNamingNoHolder)
-	// is too late once the sealing window lapsed, whether or not a sweep ran (relayd G8)
+	// a payload sealed to an earlier holder is refused, and the job waits for its own (P2-D11)
+	s.run("P2_D11_StaleSealIsRefused", payloadRefusesSealToEarlierHolder)
+	// a payload naming no device that holds the job is refused (P2-D11)
+	s.run("P2_D11_SealNamingNoHolder", payloadRefusesSealNamingNoHolder)
+	// is too late once the sealing window lapsed, whether or not a sweep ran (relayd RB-G8)
 	s.run("TooLateOnceWindowLapsed", payloadTooLateOnceSealingWindow)
 }
 
 // cancelContract lists the cancel cases.
 func cancelContract(s suite) {
-	// flags a site's own job, leaving its state alone, and is idempotent (B11, F106)
+	// flags a site's own job, leaving its state alone, and is idempotent (RB-B11, RB-F106)
 	s.run("FlagsOwnJob", cancelFlagsSitesOwnJob)
-	// refuses to cancel a job of another site, or an unknown one (F39, F106)
+	// refuses to cancel a job of another site, or an unknown one (RB-F39, RB-F106)
 	s.run("AnotherSitesOrUnknown", cancelRefusesCancelJobAnotherSite)
-	// accepts a cancel of a done job (B11, A13.2)
+	// accepts a cancel of a done job (RB-B11, RB-A13.2)
 	s.run("DoneJob", cancelAcceptsCancelDoneJob)
 }
 
 // cancelRequestsContract lists the cancelRequests cases.
 func cancelRequestsContract(s suite) {
-	// names a cancelled job to the device holding it, and to nobody else (F37, F106)
+	// names a cancelled job to the device holding it, and to nobody else (RB-F37, RB-F106)
 	s.run("NamesToHolderOnly", cancelRequestsNamesCancelledJobDeviceHolding)
-	// lists cancelled jobs in first-enqueue order (B12)
+	// lists cancelled jobs in first-enqueue order (RB-B12)
 	s.run("FirstEnqueueOrder", cancelRequestsListsCancelledJobsFirstEnqueueOrder)
-	// never lists a finished job (relayd G11)
+	// never lists a finished job (relayd RB-G11)
 	s.run("NeverFinished", cancelRequestsNeverListsFinishedJob)
-	// drops a cancelled job the sweep took back (B16)
+	// drops a cancelled job the sweep took back (RB-B16)
 	s.run("DropsSweptJob", cancelRequestsDropsCancelledJobSweepTook)
 }
 
 // pendingContract lists the pending cases.
 func pendingContract(s suite) {
-	// lists the site's jobs awaiting a payload, cancelled ones included, in order (B4, A14.3)
+	// lists the site's jobs awaiting a payload, cancelled ones included, in order (RB-B4, RB-A14.3)
 	s.run("AwaitingPayloadInOrder", pendingListsSitesJobsAwaitingPayload)
 }
 
 // resultsContract lists the results cases.
 func resultsContract(s suite) {
-	// lists the site's done jobs on every poll without consuming them (B5, A15.3, F6)
+	// lists the site's done jobs on every poll without consuming them (RB-B5, RB-A15.3, RB-F6)
 	s.run("EveryPollWithoutConsuming", resultsListsSitesDoneJobsEvery)
 	// summarises jobs for the debug page with sizes, never bodies
 	s.run("SummariesSizesNotBodies", resultsSummariesGiveSizesNotBodies)

@@ -11,21 +11,21 @@ import (
 
 // payloadContract2 lists the protocol "2" payload cases.
 func payloadContract2(s suite) {
-	// v2: stores the payload of the site's own job, by (site, id) (ST12, R4.1.4)
+	// v2: stores the payload of the site's own job, by (site, id) (P2-ST12, P2-R4.1.4)
 	s.run("V2BySiteAndID", payload2StoresBySiteAndID)
-	// v2: is too late for a job not awaiting a payload, naming its state (ST12)
+	// v2: is too late for a job not awaiting a payload, naming its state (P2-ST12)
 	s.run("V2TooLateNamesState", payload2TooLateNamingState)
-	// v2: a seal clears the sealing attempts and keeps the re-offer (ST12, §4.5)
+	// v2: a seal clears the sealing attempts and keeps the re-offer (P2-ST12, §4.5)
 	s.run("V2ClearsSealAttempts", payload2ClearsSealAttempts)
-	// v2: a late seal applies the lapse it finds, whether or not a sweep ran (S17)
+	// v2: a late seal applies the lapse it finds, whether or not a sweep ran (P2-S17)
 	s.run("V2LateSealAppliesLapse", payload2LateSealAppliesLapse)
-	// v2: a payload sealed to the device whose window lapsed is refused (D11)
-	s.run("D11_V2StaleSealIsRefused", payload2RefusesStaleSeal)
+	// v2: a payload sealed to the device whose window lapsed is refused (P2-D11)
+	s.run("P2_D11_V2StaleSealIsRefused", payload2RefusesStaleSeal)
 }
 
 // cancelContract2 lists the protocol "2" cancel cases.
 func cancelContract2(s suite) {
-	// v2: cancels the site's own job only, by (site, id) (published case 23, R4.1.4)
+	// v2: cancels the site's own job only, by (site, id) (published case 23, P2-R4.1.4)
 	s.run("V2OwnJobOnly", cancel2CancelsOwnJobOnly)
 }
 
@@ -33,7 +33,7 @@ func cancelContract2(s suite) {
 func cancelRequestsContract2(s suite) {
 	// v2: names a cancelled job to the device holding it, and offers it to nobody (published case 23)
 	s.run("V2NamesToHolderOnly", cancelRequests2NamesHeldJob)
-	// v2: names cancelled jobs in any state, done included (ST14)
+	// v2: names cancelled jobs in any state, done included (P2-ST14)
 	s.run("V2IncludesDone", cancelRequests2IncludesDone)
 	// lists only its own protocol's cancelled jobs (§2.4.3 item 6)
 	s.run("OwnProtocolOnly", cancelRequestsOnlyOwnProtocol)
@@ -41,13 +41,13 @@ func cancelRequestsContract2(s suite) {
 
 // pendingContract2 lists the protocol "2" pending cases.
 func pendingContract2(s suite) {
-	// lists the site's jobs awaiting a payload whatever their protocol (A6, ST5)
+	// lists the site's jobs awaiting a payload whatever their protocol (P2-A6, P2-ST5)
 	s.run("EveryProtocol", pendingListsEveryProtocol)
 }
 
 // resultsContract2 lists the protocol "2" results cases.
 func resultsContract2(s suite) {
-	// lists the site's done jobs whatever their protocol (A6, ST6)
+	// lists the site's done jobs whatever their protocol (P2-A6, P2-ST6)
 	s.run("EveryProtocol", resultsListsEveryProtocol)
 }
 

@@ -36,10 +36,10 @@ var leaseIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[
 // protocol "2" case starts with V2 and a protocol "0" one that contrasts
 // with it with V0 (-run 'TestContract/Claim/V2' runs them all); a case
 // checking one of relayd's decisions starts with its tag
-// (Claim/D8_ReofferEndsOnRefusal). The sentence above each s.run says what
+// (Claim/P2_D8_ReofferEndsOnRefusal). The sentence above each s.run says what
 // the case asserts. Admission, Withdrawn and Holder group what spans
 // several operations: a call's admission, consent withdrawn from a site
-// (D12), a sealed job kept for its holder (D14).
+// (RD-D12), a sealed job kept for its holder (RD-D14).
 func Run(t *testing.T, newHarness NewHarness) {
 	groups := []struct {
 		name  string

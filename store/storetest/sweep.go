@@ -12,41 +12,41 @@ import (
 
 // sweepContract lists the sweep cases.
 func sweepContract(s suite) {
-	// drops a job at its deadline, and the ciphertext with it (F67, B17.1)
+	// drops a job at its deadline, and the ciphertext with it (RB-F67, RB-B17.1)
 	s.run("DropsAtDeadline", sweepDropsJobDeadline)
-	// reports only what it dropped itself, not a job an operation already dropped and replaced (B17, G8)
+	// reports only what it dropped itself, not a job an operation already dropped and replaced (RB-B17, RB-G8)
 	s.run("ReportsOnlyItsOwnDrops", sweepReportsOnlyWhatDroppedItself)
-	// leaves a job whose deadline has not passed alone (F68)
+	// leaves a job whose deadline has not passed alone (RB-F68)
 	s.run("LeavesLiveJob", sweepLeavesJobWhoseDeadlineHas)
-	// requeues a job whose site never sealed, stub intact (F20, B17.2)
+	// requeues a job whose site never sealed, stub intact (RB-F20, RB-B17.2)
 	s.run("RequeuesUnsealed", sweepRequeuesJobWhoseSiteNever)
-	// takes a running job from a device whose lease lapsed (F27, B17.3)
+	// takes a running job from a device whose lease lapsed (RB-F27, RB-B17.3)
 	s.run("TakesLapsedLease", sweepTakesRunningJobFromDevice)
-	// keeps a renewed grant past its first expiry (F26)
+	// keeps a renewed grant past its first expiry (RB-F26)
 	s.run("KeepsRenewedGrant", sweepKeepsRenewedGrantPastFirst)
-	// never requeues queued or done jobs, nor lease-expires one awaiting its payload (B17)
+	// never requeues queued or done jobs, nor lease-expires one awaiting its payload (RB-B17)
 	s.run("NeverQueuedOrDone", sweepNeverRequeuesQueuedDoneJobs)
-	// reports requeued then expired, each in first-enqueue order (B17, G12)
+	// reports requeued then expired, each in first-enqueue order (RB-B17, RB-G12)
 	s.run("RequeuedThenExpired", sweepReportsRequeuedThenExpired)
 }
 
 // clockContract lists the clock cases.
 func clockContract(s suite) {
-	// is the store's own, and moves with it (B1, D5)
+	// is the store's own, and moves with it (RB-B1, RB-D5)
 	s.run("OwnClockMoves", clockStoresOwn)
 }
 
 // presenceContract lists the presence cases.
 func presenceContract(s suite) {
-	// stamps a pairing from the store clock (F72, B14)
+	// stamps a pairing from the store clock (RB-F72, RB-B14)
 	s.run("PairStampsStoreClock", presenceStampsPairingFromStoreClock)
-	// refreshes owner and keys on a second pairing (relayd G7)
+	// refreshes owner and keys on a second pairing (relayd RB-G7)
 	s.run("RepairRefreshesOwnerKeys", presenceRefreshesOwnerKeysSecondPairing)
-	// touches a known runner's last-seen time and nobody else's (relayd G7)
+	// touches a known runner's last-seen time and nobody else's (relayd RB-G7)
 	s.run("TouchKnownRunnerOnly", presenceTouchesKnownRunnersLastSeenTime)
-	// stamps the runner within claim, fetch and result when asked, refused or not (relayd G7)
+	// stamps the runner within claim, fetch and result when asked, refused or not (relayd RB-G7)
 	s.run("StampsWithinCalls", presenceStampsRunnerWithinClaim)
-	// lists everyone in first-pair order, up to a limit (B15)
+	// lists everyone in first-pair order, up to a limit (RB-B15)
 	s.run("RunnersInPairOrder", presenceListsEveryoneFirstPairOrder)
 }
 

@@ -10,17 +10,17 @@ import (
 	"github.com/byollm/relayd/store"
 )
 
-// withdrawnContract2 lists the cases of decision D12: a protocol "2"
+// withdrawnContract2 lists the cases of decision RD-D12: a protocol "2"
 // holder's calls name the sites its owner still consents to (Sites), and
 // a job of any other site is worked on no further, though release still
 // gives it back.
 func withdrawnContract2(s suite) {
-	// v2: fetch and result of a job of a site outside Sites are refused withdrawn, after the holder checks (D12)
-	s.run("D12_FetchAndResultRefused", withdrawn2RefusesFetchAndResult)
-	// v2: a heartbeat renews only grants on jobs of its Sites; the rest are lost and lapse into the queue (D12)
-	s.run("D12_HeartbeatRenewsOnlyItsSites", withdrawn2HeartbeatRenewsOnlyItsSites)
-	// v2: release gives back a job of a withdrawn site (D12)
-	s.run("D12_ReleaseStillGivesBack", withdrawn2ReleaseStillGivesBack)
+	// v2: fetch and result of a job of a site outside Sites are refused withdrawn, after the holder checks (RD-D12)
+	s.run("RD_D12_FetchAndResultRefused", withdrawn2RefusesFetchAndResult)
+	// v2: a heartbeat renews only grants on jobs of its Sites; the rest are lost and lapse into the queue (RD-D12)
+	s.run("RD_D12_HeartbeatRenewsOnlyItsSites", withdrawn2HeartbeatRenewsOnlyItsSites)
+	// v2: release gives back a job of a withdrawn site (RD-D12)
+	s.run("RD_D12_ReleaseStillGivesBack", withdrawn2ReleaseStillGivesBack)
 }
 
 // heldOnBothSites has alice claim a v2 job on Site and one on OtherSite,
@@ -92,7 +92,7 @@ func withdrawn2HeartbeatRenewsOnlyItsSites(t *testing.T, b *bundle) {
 	// one is still held.
 	b.advance(t, time.Duration(here.Lease.ExpiresAt-now)*time.Millisecond)
 	b.sweep(t)
-	// Sealed, it waits one lease length for its holder (D14), which cannot
+	// Sealed, it waits one lease length for its holder (RD-D14), which cannot
 	// claim it again while the site is withdrawn.
 	require.Empty(t, b.claim2(t, alice, 10, on(OtherSite, alice.owner)))
 	b.advance(t, store.HolderReturnMs*time.Millisecond)

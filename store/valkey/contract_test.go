@@ -159,11 +159,11 @@ func rewriteRecord(t testing.TB, s *Store, site, id string, edit func([]string) 
 	}
 }
 
-// D10: the contract's cases that move time (the sealing window's lapse
+// P2-D10: the contract's cases that move time (the sealing window's lapse
 // among them) run here on the test clock lever, the store's own clock: the
 // harness's Advance moves what the scripts read, by exactly that much, and
 // a sealing window lapses on it.
-func TestD10_TheContractMovesTheStoreClockThroughTheLever(t *testing.T) {
+func TestP2_D10_TheContractMovesTheStoreClockThroughTheLever(t *testing.T) {
 	srv := valkeytest.Start(t)
 	h := harness(t, srv.Client(t))
 	s := h.Store.(*Store)

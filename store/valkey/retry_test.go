@@ -351,10 +351,10 @@ func TestRetryOfPresenceAndPairingWritesGetsTheFirstAnswer(t *testing.T) {
 	require.Equal(t, got.ExpiresAt, expiresAt, "startPairing: the retry answers the expiry the first run stored")
 }
 
-// TestD11_RetriedRefusalsOfAnotherDeviceAreTheFirstAnswer: a refusal is an
+// TestP2_D11_RetriedRefusalsOfAnotherDeviceAreTheFirstAnswer: a refusal is an
 // answer too, so a retried seal to another device and a retried result
 // from another device are refused again, from the memo, changing nothing.
-func TestD11_RetriedRefusalsOfAnotherDeviceAreTheFirstAnswer(t *testing.T) {
+func TestP2_D11_RetriedRefusalsOfAnotherDeviceAreTheFirstAnswer(t *testing.T) {
 	ctx := t.Context()
 	h := newLossyStores(t)
 	s := h.lossy

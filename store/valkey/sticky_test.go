@@ -34,11 +34,11 @@ func commandCalls(t *testing.T, s *Store, cmd string) int {
 	return 0
 }
 
-// D8 in the Valkey store: a job re-offered to one runner waits in that
+// P2-D8 in the Valkey store: a job re-offered to one runner waits in that
 // runner's sticky place, not in the queue, so another runner's claim
 // reads none of them, however many there are, and takes the job behind
 // them; the runner they wait for still gets them.
-func TestD8_AClaimReadsNoJobReofferedToAnotherRunner(t *testing.T) {
+func TestP2_D8_AClaimReadsNoJobReofferedToAnotherRunner(t *testing.T) {
 	srv := valkeytest.Start(t)
 	s := newTestStore(t, srv.Client(t))
 	pinClock(t, s)

@@ -661,12 +661,12 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
-// D11 in the Valkey store: a grant's record keeps its device's key id so
+// P2-D11 in the Valkey store: a grant's record keeps its device's key id so
 // the seal and complete scripts can compare envelopes without hashing in
 // Lua. A grant written before key ids were kept (a record from an older
 // replica during a rolling upgrade) has none, and its envelopes are let
 // through as before rather than refused for a rule it predates.
-func TestD11_GrantRecordedWithoutAKeyIDIsNotSecondGuessed(t *testing.T) {
+func TestP2_D11_GrantRecordedWithoutAKeyIDIsNotSecondGuessed(t *testing.T) {
 	srv := valkeytest.Start(t)
 	s := newTestStore(t, srv.Client(t))
 	ctx := t.Context()
