@@ -292,14 +292,7 @@ func TestGrants_ATransientDeclineWaitsThirtySeconds(t *testing.T) {
 		site.enqueued(t, site.stub2(t, "alice-job", "alice"))
 		bob := b.device2(t, "bob")
 		require.Empty(t, decodeClaim(t, bob.claimWith(t, teamEcho(), 0)), "alice has no mapping")
-		require.Equal(t, []string{"unmapped"}, counts.reasons())
-		requireAnswer(t, site.get(t, "pending"), http.StatusOK, `{"jobs":[]}`)
-		j, ok, err := b.store.Job(b.ctx, siteMain, "alice-job")
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.Equal(t, store.Queued, j.State)
-		require.Equal(t, b.storeNow(t)+codec2.RetryAfterMs, j.RetryAfter["runner_bob"])
-		require.Empty(t, j.RefusedBy)
+		requireDeclinedUnmapped(t, b, site, counts, "alice-job", "runner_bob")
 
 		b.project(t, aliceOnBobsEcho()...)
 		b.advance(codec2.RetryAfterMs*time.Millisecond - time.Millisecond)
@@ -400,14 +393,7 @@ func TestGrants_OwnDefaultOff(t *testing.T) {
 			site.enqueued(t, site.stub2(t, "own", "alice"))
 			alice := b.device2(t, "alice")
 			require.Empty(t, decodeClaim(t, alice.claim(t, 8)), "no mapping and no owner's default")
-			require.Equal(t, []string{"unmapped"}, counts.reasons())
-			requireAnswer(t, site.get(t, "pending"), http.StatusOK, `{"jobs":[]}`)
-			j, ok, err := b.store.Job(b.ctx, siteMain, "own")
-			require.NoError(t, err)
-			require.True(t, ok)
-			require.Equal(t, store.Queued, j.State)
-			require.Equal(t, b.storeNow(t)+codec2.RetryAfterMs, j.RetryAfter["runner_alice"])
-			require.Empty(t, j.RefusedBy, "unmapped is transient")
+			requireDeclinedUnmapped(t, b, site, counts, "own", "runner_alice")
 
 			b.project(t, withMappings("alice", projection.Mapping{Purpose: "default", Kind: protocol.KindGenerate, Service: "echo"}))
 			b.advance(codec2.RetryAfterMs * time.Millisecond)
@@ -641,4 +627,19 @@ func publishedPackages(t *testing.T) string {
 		t.Skip("needs node and `cd interop && npm ci --no-audit --no-fund`")
 	}
 	return interop
+}
+
+// requireDeclinedUnmapped: runner's claim of job was declined unmapped,
+// transiently (G-R12): the job is back in the queue with the runner's
+// 30 s not-before, refused by nobody, and not listed to the site.
+func requireDeclinedUnmapped(t *testing.T, b *bundle, site *site2, counts *grantCounts, job, runner string) {
+	t.Helper()
+	require.Equal(t, []string{"unmapped"}, counts.reasons())
+	requireAnswer(t, site.get(t, "pending"), http.StatusOK, `{"jobs":[]}`)
+	j, ok, err := b.store.Job(b.ctx, siteMain, job)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, store.Queued, j.State)
+	require.Equal(t, b.storeNow(t)+codec2.RetryAfterMs, j.RetryAfter[runner])
+	require.Empty(t, j.RefusedBy, "unmapped is transient")
 }

@@ -77,12 +77,8 @@ func TestGrantAuthorURLWiresTheExternalAuthor(t *testing.T) {
 	require.NoError(t, err)
 	_, err = site.Enqueue(t.Context(), site.Stub("job_external", protocol.KindGenerate, "alice", time.Now().Add(time.Minute).UnixMilli()))
 	require.NoError(t, err)
-	var alice peer.DemoDevice
-	for _, d := range demo.Devices {
-		if d.RunnerID == "runner_alice_laptop" {
-			alice = d
-		}
-	}
+	alice, ok := demo.Device("runner_alice_laptop")
+	require.True(t, ok, "the demo keys hold alice's laptop")
 	daemon, err := peer.NewDaemon(peer.Config{BaseURLs: []string{r.public}}, alice.Keys, alice.RunnerID)
 	require.NoError(t, err)
 	caps := []proto2.Capability{{Kind: protocol.KindGenerate, Service: "echo", BackendID: "openai-http", BackendClass: "http", Model: "m", OfferScope: "private"}}

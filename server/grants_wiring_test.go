@@ -30,12 +30,8 @@ func TestGrantKeyFileWiresTheAuthorIntoClaimsAndMetrics(t *testing.T) {
 
 	demo, err := peer.LoadDemoKeys("../deploy/demo-keys.json")
 	require.NoError(t, err)
-	var alice peer.DemoDevice
-	for _, d := range demo.Devices {
-		if d.RunnerID == "runner_alice_laptop" {
-			alice = d
-		}
-	}
+	alice, ok := demo.Device("runner_alice_laptop")
+	require.True(t, ok, "the demo keys hold alice's laptop")
 	daemon, err := peer.NewDaemon(peer.Config{BaseURLs: []string{r.public}}, alice.Keys, alice.RunnerID)
 	require.NoError(t, err)
 	body, err := json.Marshal(proto2.ClaimRequest{ProtocolVersion: "2", RunnerID: alice.RunnerID, Capabilities: []proto2.Capability{}, Max: 1})

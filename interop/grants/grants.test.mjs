@@ -16,13 +16,15 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdir, rm, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { launcherNamed } from "../launchers/index.mjs";
+import { grantKey, teamFixture } from "../lib/grants.mjs";
 import { startModelServer, answerFor } from "../lib/model-server.mjs";
 import { Daemon } from "../lib/daemon.mjs";
 import { makeSite, siteApp } from "../lib/site.mjs";
-import { stop, stopAll, waitFor } from "../lib/proc.mjs";
+import { stop, stopAll, waitFor, withLogsFrom } from "../lib/proc.mjs";
+import { metricSum } from "../lib/relayd.mjs";
 
 const RELAY = process.env.INTEROP_RELAY ?? "relayd";
 const CONTROL = RELAY === "control";
@@ -33,29 +35,12 @@ const WORK = fileURLToPath(new URL(`../.run/grants-${RELAY}/`, import.meta.url))
 
 const state = { models: {}, daemons: {}, runs: {} };
 
-// A fresh grant key: the PEM PKCS#8 file relayd reads, and the raw public
-// key (unpadded base64url) a daemon pins.
-async function grantKey() {
-  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
-  const path = join(WORK, "grant.pem");
-  await writeFile(path, privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o400 });
-  return { path, public: publicKey.export({ format: "jwk" }).x };
-}
-
 before(async () => {
   await rm(WORK, { recursive: true, force: true });
   await mkdir(WORK, { recursive: true });
   state.site = makeSite();
-  state.key = await grantKey();
-  const fixture = {
-    sites: [{ siteId: SITE_ID, site: state.site.identity }],
-    consents: [
-      { owner: "alice", siteId: SITE_ID, mappings: [{ purpose: "default", kind: "llm.generate", service: "echo", serviceOwner: "bob" }] },
-      { owner: "bob", siteId: SITE_ID, mappings: [{ purpose: "default", kind: "llm.generate", service: "echo" }] },
-    ],
-    rosters: [{ id: "team_bob", owner: "bob", members: ["alice"] }],
-    devices: [],
-  };
+  state.key = await grantKey(WORK);
+  const fixture = teamFixture(SITE_ID, state.site.identity);
   state.relay = await launcherNamed(RELAY)({ fixture, workDir: WORK, extraArgs: ["--grant-key-file", state.key.path] });
   for (const owner of Object.keys(OWNERS)) {
     state.models[owner] = await startModelServer();
@@ -70,17 +55,8 @@ after(async () => {
   for (const model of Object.values(state.models)) await model.close();
 }, { timeout: 20_000 });
 
-async function withLogs(step, names) {
-  try {
-    return await step();
-  } catch (error) {
-    for (const name of names) {
-      const text = await readFile(join(WORK, `${name}.log`), "utf8").catch(() => "(no log)");
-      console.error(`--- ${name}.log (last 3000 chars) ---\n${text.slice(-3000)}`);
-    }
-    throw error;
-  }
-}
+// Print a child's log tail when a step fails, so CI output says why.
+const withLogs = withLogsFrom(WORK);
 
 test(CONTROL
   ? "control: the operator approves both daemons, which pin the control plane's one key (DG2)"
@@ -144,16 +120,8 @@ test(`${RELAY}: T1, alice's team job runs on bob's daemon under a grant it verif
   }, ["alice-run", "bob-run", ...(state.relay?.logs ?? [])]),
 );
 
-// The sum over every replica of the metric series whose name and labels
-// start as `prefix`.
-async function metric(prefix) {
-  let sum = 0;
-  for (const admin of state.relay.admins) {
-    const text = await (await fetch(`${admin}/metrics`)).text();
-    for (const line of text.split("\n")) if (line.startsWith(prefix)) sum += Number(line.split(" ").pop());
-  }
-  return sum;
-}
+// The sum over every replica of the metric series that start as `prefix`.
+const metric = (prefix) => metricSum(state.relay.admins, prefix);
 
 // Pump the site until `done` says so, failing on any refusal or a daemon
 // that exited.

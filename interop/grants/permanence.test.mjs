@@ -16,14 +16,16 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdir, rm, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { launcherNamed } from "../launchers/index.mjs";
+import { grantKey, teamFixture } from "../lib/grants.mjs";
 import { startAuthor } from "../launchers/author.mjs";
 import { startModelServer } from "../lib/model-server.mjs";
 import { Daemon } from "../lib/daemon.mjs";
 import { makeSite, siteApp } from "../lib/site.mjs";
-import { stopAll, waitFor } from "../lib/proc.mjs";
+import { stopAll, waitFor, withLogsFrom } from "../lib/proc.mjs";
+import { metricSum } from "../lib/relayd.mjs";
 
 const RELAY = process.env.INTEROP_RELAY ?? "relayd";
 const CONTROL = RELAY === "control";
@@ -35,27 +37,12 @@ const WORK = fileURLToPath(new URL(`../.run/grants-permanence-${RELAY}/`, import
 
 const state = {};
 
-async function grantKey() {
-  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
-  const path = join(WORK, "grant.pem");
-  await writeFile(path, privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o400 });
-  return { path, public: publicKey.export({ format: "jwk" }).x };
-}
-
 before(async () => {
   await rm(WORK, { recursive: true, force: true });
   await mkdir(WORK, { recursive: true });
   state.site = makeSite();
-  state.key = await grantKey();
-  state.fixture = {
-    sites: [{ siteId: SITE_ID, site: state.site.identity }],
-    consents: [
-      { owner: "alice", siteId: SITE_ID, mappings: [{ purpose: "default", kind: "llm.generate", service: "echo", serviceOwner: "bob" }] },
-      { owner: "bob", siteId: SITE_ID, mappings: [{ purpose: "default", kind: "llm.generate", service: "echo" }] },
-    ],
-    rosters: [{ id: "team_bob", owner: "bob", members: ["alice"] }],
-    devices: [],
-  };
+  state.key = await grantKey(WORK);
+  state.fixture = teamFixture(SITE_ID, state.site.identity);
   // The author's store knows the consents and mappings, not the membership.
   const noMembership = { ...state.fixture, rosters: [] };
   if (CONTROL) {
@@ -86,27 +73,11 @@ after(async () => {
 
 const logNames = () => [...(state.relay?.logs ?? []), ...(state.author?.logs ?? [])];
 
-async function withLogs(step, names) {
-  try {
-    return await step();
-  } catch (error) {
-    for (const name of names) {
-      const text = await readFile(join(WORK, `${name}.log`), "utf8").catch(() => "(no log)");
-      console.error(`--- ${name}.log (last 3000 chars) ---\n${text.slice(-3000)}`);
-    }
-    throw error;
-  }
-}
+// Print a child's log tail when a step fails, so CI output says why.
+const withLogs = withLogsFrom(WORK);
 
 // The sum over every replica of the metric series that start as `prefix`.
-async function metric(prefix) {
-  let sum = 0;
-  for (const admin of state.relay.admins) {
-    const text = await (await fetch(`${admin}/metrics`)).text();
-    for (const line of text.split("\n")) if (line.startsWith(prefix)) sum += Number(line.split(" ").pop());
-  }
-  return sum;
-}
+const metric = (prefix) => metricSum(state.relay.admins, prefix);
 
 async function claimsServed() {
   if (CONTROL) return state.relay.claims();

@@ -12,6 +12,7 @@
 import { createServer } from "node:http";
 import { readFileSync } from "node:fs";
 import { GrantAuthor, signerFromPem } from "./control-grants.mjs";
+import { serveAsChild } from "../lib/host.mjs";
 
 const [policyPath, grantKeyPath, tokenPath] = process.argv.slice(2);
 if (!policyPath || !grantKeyPath) {
@@ -59,18 +60,4 @@ const adminServer = createServer(async (req, res) => {
   }
 });
 
-const listen = (server) =>
-  new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve(server.address().port));
-  });
-
-const ports = { author: await listen(authorServer), admin: await listen(adminServer) };
-process.stdout.write(`${JSON.stringify(ports)}\n`);
-
-// The parent owns our lifetime: exit when told, or when its pipe closes.
-const stop = () => process.exit(0);
-process.on("SIGTERM", stop);
-process.on("SIGINT", stop);
-process.stdin.on("end", stop);
-process.stdin.resume();
+await serveAsChild({ author: authorServer, admin: adminServer });

@@ -18,6 +18,7 @@ import { createServer } from "node:http";
 import { readFileSync } from "node:fs";
 import { Relay, MemoryPairingCodes } from "@byollm/relay";
 import { GrantAuthor, referenceFixture, signerFromPem } from "./control-grants.mjs";
+import { serveAsChild } from "../lib/host.mjs";
 
 const [fixturePath, grantKeyPath] = process.argv.slice(2);
 if (!fixturePath) {
@@ -170,19 +171,4 @@ async function grantsAdmin(req, url) {
   return null;
 }
 
-const listen = (server) =>
-  new Promise((resolve, reject) => {
-    server.once("error", reject);
-    // Port 0: the kernel picks a free port, so there is no race to find one.
-    server.listen(0, "127.0.0.1", () => resolve(server.address().port));
-  });
-
-const ports = { relay: await listen(relayServer), admin: await listen(adminServer) };
-process.stdout.write(`${JSON.stringify(ports)}\n`);
-
-// The parent owns our lifetime: exit when told, or when its pipe closes.
-const stop = () => process.exit(0);
-process.on("SIGTERM", stop);
-process.on("SIGINT", stop);
-process.stdin.on("end", stop);
-process.stdin.resume();
+await serveAsChild({ relay: relayServer, admin: adminServer });

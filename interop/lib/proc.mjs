@@ -3,6 +3,8 @@
 // it, by its own process group id, however the test exits.
 import { spawn } from "node:child_process";
 import { createWriteStream } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 
 const children = new Set();
 
@@ -105,4 +107,23 @@ for (const signal of ["SIGTERM", "SIGINT"]) {
     killAllNow();
     process.exit(1);
   });
+}
+
+/**
+ * withLogsFrom(dir) is withLogs for the child logs in dir: it runs step,
+ * and when it throws, prints the tail of each named `<name>.log` there
+ * before throwing again, so that CI output says why a step failed.
+ */
+export function withLogsFrom(dir) {
+  return async function withLogs(step, names) {
+    try {
+      return await step();
+    } catch (error) {
+      for (const name of names) {
+        const text = await readFile(join(dir, `${name}.log`), "utf8").catch(() => "(no log)");
+        console.error(`--- ${name}.log (last 3000 chars) ---\n${text.slice(-3000)}`);
+      }
+      throw error;
+    }
+  };
 }

@@ -193,3 +193,16 @@ export async function scrapedAnswers(admin) {
   }
   return sum;
 }
+
+/**
+ * The sum, over the admin listeners `admins`, of every metric series whose
+ * name and labels start as `prefix` on /metrics.
+ */
+export async function metricSum(admins, prefix) {
+  let sum = 0;
+  for (const admin of admins) {
+    const text = await (await fetch(`${admin}/metrics`)).text();
+    for (const line of text.split("\n")) if (line.startsWith(prefix)) sum += Number(line.split(" ").pop());
+  }
+  return sum;
+}

@@ -22,7 +22,7 @@ import { launcherNamed } from "../launchers/index.mjs";
 import { startModelServer, MODEL } from "../lib/model-server.mjs";
 import { Daemon } from "../lib/daemon.mjs";
 import { makeSite, siteApp, jobNumber } from "../lib/site.mjs";
-import { stopAll, waitFor } from "../lib/proc.mjs";
+import { stopAll, waitFor, withLogsFrom } from "../lib/proc.mjs";
 
 const RELAY = process.env.INTEROP_RELAY ?? "control";
 const JOBS = Number(process.env.INTEROP_JOBS ?? 24);
@@ -64,17 +64,7 @@ after(async () => {
 }, { timeout: 20_000 });
 
 // Print a child's log tail when a step fails, so CI output says why.
-async function withLogs(step, names) {
-  try {
-    return await step();
-  } catch (error) {
-    for (const name of names) {
-      const text = await readFile(join(WORK, `${name}.log`), "utf8").catch(() => "(no log)");
-      console.error(`--- ${name}.log (last 3000 chars) ---\n${text.slice(-3000)}`);
-    }
-    throw error;
-  }
-}
+const withLogs = withLogsFrom(WORK);
 
 test("the clients under test are the published, pinned packages", async () => {
   const pins = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")).dependencies;
