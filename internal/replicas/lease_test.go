@@ -70,7 +70,10 @@ func testSweepersRacing(t *testing.T, proto string) {
 // interval, to the background sweeper alone; another daemon then gets it,
 // and the first daemon's late result and fetch are refused.
 func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
-	const leaseMs, sweep = 1500, 200 * time.Millisecond
+	// A 4 s lease, heartbeats every third of it: a 1.5 s lease lapsed once
+	// in CI before its first heartbeat, the test process held back 1.9 s
+	// by the packages testing beside it under -race.
+	const leaseMs, sweep = 4000, 200 * time.Millisecond
 	r := newRig(t, rigOptions{fleet: fleet.Options{LeaseMs: leaseMs, SweepInterval: sweep}})
 	urls := r.fleet.PublicURLs()
 	owner := r.fx.Owners[0]
