@@ -24,13 +24,14 @@ demo:
 	$(GO) run ./cmd/relayd-demo --relay http://127.0.0.1:8080 --keys deploy/demo-keys.json
 
 ## test: vet, formatting, every test with the race detector, then the store
-## contract on Redis without it (the race pass ran the same Go on Valkey)
+## contract on Redis and on a Valkey Cluster without it (the race pass ran
+## the same Go on a standalone Valkey)
 test:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 40m ./...
-	$(GO) test -count=1 -run '^TestContractRedis$$' ./store/valkey/
+	$(GO) test -count=1 -run '^(TestContractRedis|TestContractCluster)$$' ./store/valkey/
 
 ## test-short: the tests without the race detector, for a quick loop
 test-short:

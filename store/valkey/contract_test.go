@@ -48,6 +48,13 @@ func TestContractCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster start-up skipped in -short mode")
 	}
+	if raceEnabled {
+		// As TestContractRedis: the race pass has checked this Go code on a
+		// standalone Valkey, and the cluster's client paths run under -race
+		// in TestValkeyOnACluster and the replicas' cluster race test; make
+		// test runs this in its non-race pass, so CI never skips it.
+		t.Skip("the cluster run of the contract is in make test's non-race pass")
+	}
 	srv := valkeytest.StartCluster(t)
 	client := srv.Client(t)
 	storetest.Run(t, func(t *testing.T) storetest.Harness { return harness(t, client) })
