@@ -75,9 +75,12 @@ func (s *script) proto2(ctx context.Context) error {
 	})
 	s.step(ctx, "2 heartbeat", func(ctx context.Context) error { return drop(f.daemon.Heartbeat(ctx, []protocol.LeaseRef{f.lease()})) })
 	s.step(ctx, "2 fetch", func(ctx context.Context) error { return drop(f.daemon.Fetch(ctx, f.claimed.ID, f.claimed.Lease.ID)) })
+	// A claim that failed leaves nothing to seal: the result steps then
+	// send an empty envelope, and the failure is noted, not fatal, so that
+	// the rest of the script still compares.
 	env, err := s.sealResult2(f)
 	if err != nil {
-		return err
+		s.failed = append(s.failed, "2 seal: "+err.Error())
 	}
 	s.step(ctx, "2 result", func(ctx context.Context) error {
 		return drop(f.daemon.Result(ctx, f.claimed.ID, f.claimed.Lease.ID, env, protocol.DispositionOK))

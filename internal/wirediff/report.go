@@ -38,7 +38,7 @@ func report(out io.Writer, store, commit string, old, new side, list bool) int {
 		diffs++
 		fmt.Fprintf(out, "[%s] failed steps differ: old %q, new %q\n", store, old.failed, new.failed)
 	}
-	fmt.Fprintf(out, "[%s] %d exchanges compared, %d differences (steps failed on both sides: %q)\n", store, n, diffs, old.failed)
+	fmt.Fprintf(out, "[%s] %d exchanges compared, %d differences (steps that failed on the old side: %q)\n", store, n, diffs, old.failed)
 	return diffs
 }
 
