@@ -77,17 +77,32 @@ func openRetrying(t *testing.T, srv *valkeytest.Server, log *retryLog) *Store {
 	return s
 }
 
-// stop stops srv, then makes one read on s with a short deadline, so
-// that the store's connection meets the drop (a pooled connection idle
-// through the stop learns of it from the EOF its next call meets) and
-// the next call is refused a new one.
-func stop(t *testing.T, srv *valkeytest.Server, s *Store) {
+// stop stops srv, then reads on s with short deadlines until reads are
+// refused a connection and meet no dropped one, several in a row, so that
+// every connection the store's client multiplexes has met the drop (a
+// pooled connection idle through the stop learns of it only from the EOF
+// its next call meets) and the next call is refused a new one. One read
+// under one deadline was not enough on a loaded machine: the limiter's
+// charge, which is never sent again, could still meet a stale connection.
+func stop(t *testing.T, srv *valkeytest.Server, s *Store, log *retryLog) {
 	t.Helper()
 	srv.Stop(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	_, err := s.Now(ctx)
-	require.Error(t, err, "the server is gone")
+	deadline := time.Now().Add(10 * time.Second)
+	for clean := 0; clean < 4; {
+		log.take()
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		_, err := s.Now(ctx)
+		cancel()
+		require.Error(t, err, "the server is gone")
+		causes := log.take()
+		clean++
+		if len(causes) == 0 || slices.Contains(causes, causeDropped) {
+			clean = 0
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reads still met dropped connections 10 s after the stop: %v", err)
+		}
+	}
 }
 
 // Issue 23 item 6: a restart shorter than the call's deadline is not an
@@ -145,6 +160,14 @@ func TestCallsRideOutAShortRestart(t *testing.T) {
 		}},
 		{"limiter", func(ctx context.Context) (err error) {
 			decision, err = limiter.Allow(ctx, "site:s1")
+			if cause, _, ok := outageOf(err); ok && cause == causeDropped {
+				// A charge that met a connection dropped under it is never
+				// sent again, by design (outage.go): the plane admits that
+				// request, and the limiter's next charge is answered. A
+				// connection the restarting server closed while loading
+				// its AOF can still be met after every stale one was.
+				decision, err = limiter.Allow(ctx, "site:s1")
+			}
 			return err
 		}},
 		{"listing", func(ctx context.Context) error {
@@ -171,7 +194,7 @@ func TestCallsRideOutAShortRestart(t *testing.T) {
 // and no others.
 func requireRidesOutARestart(ctx context.Context, t *testing.T, srv *valkeytest.Server, s *Store, log *retryLog, name string, call func(ctx context.Context) error) {
 	t.Helper()
-	stop(t, srv, s)
+	stop(t, srv, s, log)
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err := duringOutage(t, log, func() error { return call(callCtx) }, func() { srv.Restart(t) })
 	cancel()
@@ -180,7 +203,11 @@ func requireRidesOutARestart(ctx context.Context, t *testing.T, srv *valkeytest.
 	// sat through the stop fails when next used; once back from its AOF
 	// the server may answer LOADING for a moment. Nothing else is retried.
 	causes := slices.Compact(log.take())
-	require.Contains(t, causes, causeConnect, "%s: the stopped server was met", name)
+	// Met the stopped server: refused a connection, or (a connection the
+	// client had multiplexed, or one the restarting server closed) dropped
+	// under the call.
+	require.True(t, slices.Contains(causes, causeConnect) || slices.Contains(causes, causeDropped),
+		"%s: the stopped server was met: %v", name, causes)
 	for _, cause := range causes {
 		require.Contains(t, []string{causeConnect, causeLoading, causeDropped}, cause, "%s: retried for a restart's causes only", name)
 	}
