@@ -197,7 +197,7 @@ func buildLibrary(defs []helper, scripts map[store.Op]*script) *library {
 	b.WriteString("local " + strings.Join(bound, ", ") + "\n")
 	for _, d := range helpersFor(defs, all.String()) {
 		b.WriteString(d.text)
-		if m := perCallState.FindStringSubmatch(luaComment.ReplaceAllString(d.text, "")); m != nil {
+		if m := perCallState.FindStringSubmatch(d.bare); m != nil {
 			fresh = append(fresh, m[1])
 		}
 	}

@@ -224,11 +224,11 @@ func loadScript(op store.Op, spec opSpec, admit *argPlan, body string, defs []he
 // name could read any of them, so it gets them all.
 func keysRead(code string, used []helper, keys []string) []string {
 	var b strings.Builder
-	b.WriteString(code)
+	b.WriteString(luaComment.ReplaceAllString(code, ""))
 	for _, d := range used {
-		b.WriteString("\n" + d.text)
+		b.WriteString("\n" + d.bare)
 	}
-	text := luaComment.ReplaceAllString(b.String(), "")
+	text := b.String()
 	if keyByComputedName.MatchString(text) {
 		return keys
 	}
@@ -289,13 +289,13 @@ func argHeader(sc *script, spec opSpec) string {
 // open builds every script.
 func argsRead(sc *script, code string, used []helper) error {
 	var b strings.Builder
-	b.WriteString(code)
+	b.WriteString(luaComment.ReplaceAllString(code, ""))
 	for _, d := range used {
 		if strings.Contains(d.text, "ARGV[") || strings.Contains(d.text, "A.") || strings.Contains(d.text, "ADMIT.") {
-			b.WriteString("\n" + d.text)
+			b.WriteString("\n" + d.bare)
 		}
 	}
-	text := luaComment.ReplaceAllString(b.String(), "")
+	text := b.String()
 	if m := argvByPlace.FindString(text); m != "" {
 		return fmt.Errorf("reads %s: arguments are read by name (A.<name>)", m)
 	}
@@ -338,6 +338,10 @@ func wrap(sc *script, spec opSpec) {
 type helper struct {
 	names []string
 	text  string
+	// bare is text without its comments, what the scans of a script's
+	// names read (helpersFor, argsRead, keysRead): stripped once per
+	// build, not once per operation using the helper.
+	bare string
 }
 
 var (
@@ -375,6 +379,9 @@ func splitHelpers(common string) []helper {
 	if len(out) > 0 {
 		out[len(out)-1].text += pending.String()
 	}
+	for i := range out {
+		out[i].bare = luaComment.ReplaceAllString(out[i].text, "")
+	}
 	return out
 }
 
@@ -390,16 +397,16 @@ func helpersFor(all []helper, body string) []helper {
 		}
 	}
 	used := make([]bool, len(all))
-	var mark func(text string)
-	mark = func(text string) {
-		for _, id := range identifier.FindAllString(luaComment.ReplaceAllString(text, ""), -1) {
+	var mark func(bare string)
+	mark = func(bare string) {
+		for _, id := range identifier.FindAllString(bare, -1) {
 			if i, ok := defined[id]; ok && !used[i] {
 				used[i] = true
-				mark(all[i].text)
+				mark(all[i].bare)
 			}
 		}
 	}
-	mark(body)
+	mark(luaComment.ReplaceAllString(body, ""))
 	var out []helper
 	for i, h := range all {
 		if used[i] {
