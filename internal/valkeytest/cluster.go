@@ -7,23 +7,14 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
 // formCluster joins fresh nodes into one cluster owning all 16384
-// slots: with valkey-cli/redis-cli --cluster create when present, else by
-// hand with CLUSTER ADDSLOTSRANGE and CLUSTER MEET.
-func formCluster(t testing.TB, addrs []string) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	return formClusterOf(ctx, addrs)
-}
-
-// formClusterOf is formCluster outside a test. valkey-cli --cluster create
-// wants three primaries at least; fewer are joined by hand.
-func formClusterOf(ctx context.Context, addrs []string) error {
+// slots: with valkey-cli/redis-cli --cluster create when present and
+// there are three primaries at least (its minimum), else by hand with
+// CLUSTER ADDSLOTSRANGE and CLUSTER MEET.
+func formCluster(ctx context.Context, addrs []string) error {
 	if cli := cliBinary(); cli != "" && len(addrs) >= 3 {
 		args := append([]string{"--cluster", "create"}, addrs...)
 		args = append(args, "--cluster-replicas", "0", "--cluster-yes")

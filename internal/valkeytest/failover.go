@@ -23,26 +23,26 @@ type ClusterOptions struct {
 	NodeTimeout time.Duration
 }
 
-// StartClusterWith returns a cluster shaped by o for t, started from the
-// server binary on PATH (a cluster from VALKEY_CLUSTER_ADDRS has its own
-// shape, so o is refused with it). Addrs lists the primaries first.
+// StartClusterWith returns a cluster shaped by o for t, always started
+// from the server binary on PATH (VALKEY_CLUSTER_ADDRS, which StartCluster
+// honours, names a cluster of its own shape). Addrs lists the primaries
+// first.
 func StartClusterWith(t testing.TB, o ClusterOptions) *Server {
 	t.Helper()
 	if o.Primaries == 0 {
 		o.Primaries = 3
 	}
 	if o.NodeTimeout == 0 {
-		o.NodeTimeout = 5 * time.Second
+		o.NodeTimeout = defaultNodeTimeout
 	}
 	bin := serverBinary()
 	if bin == "" {
-		unavailable(t, "a Valkey-protocol server binary to build a cluster with replicas from")
+		unavailable(t, "a Valkey-protocol server binary to build a cluster from")
 		return nil
 	}
 	s := &Server{Cluster: true, Source: "binary"}
-	extra := []string{"--cluster-enabled", "yes", "--cluster-node-timeout", strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10)}
 	for range o.Primaries * (1 + o.ReplicasPerPrimary) {
-		p := startProcess(t, bin, Options{}, extra)
+		p := startProcess(t, bin, Options{}, clusterArgs(o.NodeTimeout))
 		s.procs = append(s.procs, p)
 		s.Addrs = append(s.Addrs, p.addr)
 	}
@@ -50,7 +50,7 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Server {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := formWithReplicas(ctx, s.Addrs, o.Primaries); err != nil {
-		t.Fatalf("valkeytest: forming a cluster with replicas: %v", err)
+		t.Fatalf("valkeytest: forming a cluster: %v", err)
 	}
 	return s
 }
@@ -59,7 +59,7 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Server {
 // makes each later node a replica of one of them, in turn, then waits
 // until every replica's link to its primary is up.
 func formWithReplicas(ctx context.Context, addrs []string, primaries int) error {
-	if err := formByHand(ctx, addrs[:primaries]); err != nil {
+	if err := formCluster(ctx, addrs[:primaries]); err != nil {
 		return err
 	}
 	host, port, err := net.SplitHostPort(addrs[0])

@@ -4,13 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
+	"time"
 )
 
-// clusterArgs make a started node a cluster node.
-func clusterArgs() []string {
-	return []string{"--cluster-enabled", "yes", "--cluster-node-timeout", "5000"}
+// clusterArgs make a started node a cluster node that takes a silent
+// primary for failed after nodeTimeout.
+func clusterArgs(nodeTimeout time.Duration) []string {
+	return []string{"--cluster-enabled", "yes", "--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10)}
 }
+
+// defaultNodeTimeout is the clusters' cluster-node-timeout unless a test
+// asks for another (ClusterOptions.NodeTimeout).
+const defaultNodeTimeout = 5 * time.Second
 
 // Launch starts a cluster of the given number of primaries (no replicas)
 // from the preferred server binary on PATH, outside any test: for the
@@ -27,7 +34,7 @@ func Launch(ctx context.Context, dir string, primaries int) (*Server, error) {
 	}
 	s := &Server{Cluster: true, Source: "binary"}
 	for range primaries {
-		p, err := launch(dir, bin, Options{}, clusterArgs())
+		p, err := launch(dir, bin, Options{}, clusterArgs(defaultNodeTimeout))
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("valkeytest: starting %s: %w", bin, err)
@@ -36,7 +43,7 @@ func Launch(ctx context.Context, dir string, primaries int) (*Server, error) {
 		s.Addrs = append(s.Addrs, p.addr)
 	}
 	s.Addr = s.Addrs[0]
-	if err := formClusterOf(ctx, s.Addrs); err != nil {
+	if err := formCluster(ctx, s.Addrs); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("valkeytest: forming a cluster of %d: %w", primaries, err)
 	}

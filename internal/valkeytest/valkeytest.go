@@ -151,22 +151,7 @@ func StartCluster(t testing.TB) *Server {
 		addrs := strings.Split(env, ",")
 		return &Server{Addr: addrs[0], Addrs: addrs, Cluster: true, Source: "env"}
 	}
-	bin := serverBinary()
-	if bin == "" {
-		unavailable(t, "a Valkey-protocol server binary to build a cluster from")
-		return nil
-	}
-	s := &Server{Cluster: true, Source: "binary"}
-	for range 3 {
-		p := startProcess(t, bin, Options{}, clusterArgs())
-		s.procs = append(s.procs, p)
-		s.Addrs = append(s.Addrs, p.addr)
-	}
-	s.Addr = s.Addrs[0]
-	if err := formCluster(t, s.Addrs); err != nil {
-		t.Fatalf("valkeytest: forming cluster: %v", err)
-	}
-	return s
+	return StartClusterWith(t, ClusterOptions{})
 }
 
 // unavailable skips t, or fails it where a server is required.
