@@ -71,7 +71,8 @@ var operations = map[store.Op]opSpec{
 		alike: "it changes nothing but judges expiry on the store clock"},
 
 	// The store's own steps.
-	opBucket: {args: bucketArgs{}, bucket: true, neverResent: true},
+	opBucket: {args: bucketArgs{}, bucket: true, neverResent: true,
+		unwaited: "a failover that forgets a charge forgets only a rate-limit charge"},
 	opRoutes: {args: routesArgs{}, routes: true,
 		alike: "storing a claim's route list again stores the same set"},
 }
@@ -114,6 +115,9 @@ type opSpec struct {
 	routes bool
 	// prelude runs before the admission and the operation's own code.
 	prelude string
+	// unwaited writes are not waited for by --valkey-wait-replicas
+	// (replication.go): what a failover may forget of them is harmless.
+	unwaited string
 }
 
 // takesBucket says the script receives K.bucket.

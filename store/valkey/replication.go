@@ -22,8 +22,8 @@ import (
 // replicas confirmed it, and a write they did not confirm within
 // WaitTimeout is reported as an outage the caller may retry. A retry runs
 // the script again, which answers with its first answer (memo.go) and
-// waits again. The limiter's bucket (opBucket) is not waited for: a
-// failover that forgets a charge only forgets a rate-limit charge.
+// waits again. An operation whose entry in operations says why it is
+// unwaited (the limiter's bucket) is not waited for.
 //
 // WAIT does not make a write durable on disk, and a replica that confirmed
 // can still lose the election to one that did not if there are several;
@@ -52,7 +52,7 @@ type replication struct {
 
 // waitsFor says whether a call of op is followed by WAIT.
 func (r replication) waitsFor(sc *script) bool {
-	return r.replicas > 0 && !sc.readOnly && sc.op != opBucket
+	return r.replicas > 0 && !sc.readOnly && operations[sc.op].unwaited == ""
 }
 
 // runReplicated runs c's function and WAIT on one dedicated connection,
