@@ -97,7 +97,7 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 	require.NoError(t, err)
 
 	ref := []protocol.LeaseRef{{JobID: stub.ID, LeaseID: leaseA.ID}}
-	expiryLow := heartbeatThenFallSilent(t, r, a, ref, leaseMs*time.Millisecond, sweep)
+	lapse := heartbeatThenFallSilent(t, r, a, ref, leaseMs*time.Millisecond, sweep)
 
 	// A's result, handed in now, is refused: nobody holds the job.
 	result, err := peer.Seal(devs[0].Keys, site.Keys().Public(), stub.ID, protocol.DirectionResult, stub.DeadlineAt, []byte(`{"text":"late"}`))
@@ -112,7 +112,7 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 	leaseB := claimed.Jobs[0].Lease
 	require.Equal(t, stub.ID, claimed.Jobs[0].ID)
 	require.Equal(t, devs[1].RunnerID, leaseB.RunnerID)
-	require.GreaterOrEqual(t, leaseB.ExpiresAt-leaseMs, expiryLow.UnixMilli())
+	require.GreaterOrEqual(t, leaseB.ExpiresAt-leaseMs, lapse)
 
 	// A's late result, fetch and heartbeat all fail now that B holds it.
 	_, err = a.Result(r.ctx, stub.ID, leaseA.ID, result, protocol.DispositionOK)
@@ -129,18 +129,27 @@ func TestLeaseLapse_SilentDaemonLosesItsJobToAnother(t *testing.T) {
 // heartbeatThenFallSilent has a, the holder of ref's running job, keep it
 // by heartbeating past one lease, then fall silent: only a replica's
 // background sweeper can requeue the job, within lease + sweep interval.
-// It returns the earliest the renewed lease could have lapsed.
-func heartbeatThenFallSilent(t *testing.T, r *rig, a *peer.Daemon, ref []protocol.LeaseRef, lease, sweep time.Duration) time.Time {
+// It returns when the renewed lease lapses, in store milliseconds.
+//
+// Every instant it compares is read from the store's clock (Valkey TIME),
+// the one the relay decides by: this process's clock is another, and a
+// machine whose wall clock is stepped under a running test makes the two
+// disagree by the step (CI saw a requeue 0.7 s "before" its lapse so).
+func heartbeatThenFallSilent(t *testing.T, r *rig, a *peer.Daemon, ref []protocol.LeaseRef, lease, sweep time.Duration) int64 {
 	t.Helper()
 	st := r.store()
+	storeNow := func() int64 {
+		now, err := st.Now(r.ctx)
+		require.NoError(t, err)
+		return now
+	}
 	stubID, leaseID := ref[0].JobID, ref[0].LeaseID
 	// While it heartbeats, it keeps the job well past one lease.
-	var lastSent, lastRecv time.Time
+	var lastSent int64
 	for range 4 {
 		time.Sleep(lease / 3) // the heartbeat cadence itself, not a wait for a condition
-		lastSent = time.Now()
+		lastSent = storeNow()
 		hb, err := a.Heartbeat(r.ctx, ref)
-		lastRecv = time.Now()
 		require.NoError(t, err)
 		require.Empty(t, hb.Lost, "a heartbeating holder keeps its lease")
 	}
@@ -149,29 +158,31 @@ func heartbeatThenFallSilent(t *testing.T, r *rig, a *peer.Daemon, ref []protoco
 	require.True(t, ok)
 	require.Equal(t, store.Running, job.State)
 	require.Equal(t, leaseID, job.ClaimedBy.LeaseID)
+	lapse := job.ClaimedBy.LeaseExpiresAt
+	require.GreaterOrEqual(t, lapse, lastSent+lease.Milliseconds(), "the last heartbeat renewed the lease from when it was sent")
 
 	// Then it falls silent. Reads do not sweep, and nobody else calls the
 	// relay, so only a replica's background sweeper can requeue the job.
-	var requeuedAt time.Time
+	// A read that the store's clock says came before the lapse must still
+	// find the job running.
+	var seenAt int64
 	eventually(t, 10*time.Second, "the silent daemon's job goes back to the queue", func() bool {
 		job, _, err := st.Job(r.ctx, r.fx.SiteID, stubID)
 		require.NoError(t, err)
-		if job.State == store.Queued {
-			requeuedAt = time.Now()
-			return true
+		after := storeNow()
+		if after < lapse {
+			require.Equal(t, store.Running, job.State, "requeued before the renewed lease could have lapsed")
 		}
-		return false
+		seenAt = after
+		return job.State == store.Queued
 	})
-	expiryLow := lastSent.Add(lease)
-	expiryHigh := lastRecv.Add(lease)
-	late := requeuedAt.Sub(expiryHigh)
-	t.Logf("requeued %s after the latest possible expiry (sweep interval %s)", late.Round(time.Millisecond), sweep)
-	require.False(t, requeuedAt.Before(expiryLow), "requeued before the renewed lease could have lapsed")
+	late := time.Duration(seenAt-lapse) * time.Millisecond
+	t.Logf("requeue seen %s after the lease lapsed, by the store clock (sweep interval %s)", late, sweep)
 	// One sweep interval, plus this test's own poll and scheduling on a busy
 	// 2-core machine under -race; without a background sweeper the job would
 	// never come back at all, which the wait above already catches.
 	require.LessOrEqual(t, late, sweep+2*time.Second, "requeued within lease + sweep interval")
-	return expiryLow
+	return lapse
 }
 
 // finishOnB has b run the job under leaseB, and the site collect b's
