@@ -34,6 +34,8 @@ func main() {
 		scenarios  = flag.String("scenarios", "lifecycle,limit,depth", "comma-separated: lifecycle, limit, depth, capacity (the store driven directly on loopback clusters of --primaries, started by the run)")
 		primaries  = flag.String("primaries", "1,3", "cluster sizes for the capacity scenario")
 		capSites   = flag.Int("capacity-sites", 64, "sites the capacity scenario's workers route through, round robin")
+		capLayouts = flag.String("capacity-layouts", bench.LayoutOneSlot, "comma-separated layouts the capacity scenario runs on each cluster size: "+bench.LayoutOneSlot+", "+bench.LayoutBucketsBound+" (the bound of a site-sharded layout: independent buckets, docs/sharding.md)")
+		capBuckets = flag.Int("capacity-buckets", 48, "buckets of the "+bench.LayoutBucketsBound+" layout")
 		jsonOnly   = flag.Bool("json", false, "print only the JSON result lines, no progress on stderr")
 		storesFlag = flag.String("stores", "", `comma-separated lifecycle targets, run in this order: reference (the published @byollm/relay 0.1.1 under Node, --protocol 2 only), memory, valkey (default: memory, and valkey when --valkey-addr is set)`)
 		rounds     = flag.Int("rounds", 1, "run every lifecycle target this many times, alternating, so a noisy machine weighs on all of them alike")
@@ -66,7 +68,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err = profiled(*loadProf, func() error {
-		return run(ctx, options{primaries: ints(*primaries), capacitySites: *capSites, quiet: *jsonOnly,
+		return run(ctx, options{primaries: ints(*primaries), capacitySites: *capSites, capacityLayouts: split(*capLayouts), capacityBuckets: *capBuckets, quiet: *jsonOnly,
 			relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), stores: stores, rounds: *rounds, jobs: *jobs, daemons: *daemons, protocol: *proto,
 			reference: bench.Reference{Node: *node, InteropDir: *interopDir},
 			siteConc:  *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
@@ -110,7 +112,8 @@ type options struct {
 	satWorkers, satSeconds, maxProcs         int
 	loadedReplicas                           int
 	primaries                                []int
-	capacitySites                            int
+	capacitySites, capacityBuckets           int
+	capacityLayouts                          []string
 	quiet                                    bool
 }
 
@@ -265,23 +268,34 @@ func runLimit(ctx context.Context, o options, best float64, logf func(string, ..
 	return nil
 }
 
-// runCapacity runs the capacity scenario once per cluster size, in the
-// order given, and sets each later run's projection against the first's.
+// runCapacity runs the capacity scenario on each layout once per cluster
+// size, in the order given, and sets each later run's projection against
+// the first's of the same layout.
 func runCapacity(ctx context.Context, o options, logf func(string, ...any)) error {
-	var first float64
-	for _, n := range o.primaries {
-		logf("capacity: %s layout, %d primaries, %d workers over %d sites for %d s", bench.LayoutOneSlot, n, o.satWorkers, o.capacitySites, o.satSeconds)
-		c, err := bench.MeasureCapacity(ctx, bench.CapacityOptions{Primaries: n, Workers: o.satWorkers, Sites: o.capacitySites,
-			Duration: time.Duration(o.satSeconds) * time.Second})
-		if err != nil {
-			return err
+	for _, layout := range o.capacityLayouts {
+		buckets := 0
+		switch layout {
+		case bench.LayoutOneSlot:
+		case bench.LayoutBucketsBound:
+			buckets = o.capacityBuckets
+		default:
+			return fmt.Errorf("capacity: unknown layout %q (want %s or %s)", layout, bench.LayoutOneSlot, bench.LayoutBucketsBound)
 		}
-		if first == 0 {
-			first = c.ProjectedJobsPerSec
-		} else if first > 0 {
-			c.RatioToFirst = c.ProjectedJobsPerSec / first
+		var first float64
+		for _, n := range o.primaries {
+			logf("capacity: %s layout, %d primaries, %d workers over %d sites for %d s", layout, n, o.satWorkers, o.capacitySites, o.satSeconds)
+			c, err := bench.MeasureCapacity(ctx, bench.CapacityOptions{Primaries: n, Workers: o.satWorkers, Sites: o.capacitySites,
+				Buckets: buckets, Duration: time.Duration(o.satSeconds) * time.Second})
+			if err != nil {
+				return err
+			}
+			if first == 0 {
+				first = c.ProjectedJobsPerSec
+			} else if first > 0 {
+				c.RatioToFirst = c.ProjectedJobsPerSec / first
+			}
+			emit(c)
 		}
-		emit(c)
 	}
 	return nil
 }

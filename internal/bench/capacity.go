@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -19,6 +20,15 @@ import (
 // (docs/architecture.md). It is the only layout the store has today.
 const LayoutOneSlot = "one-slot"
 
+// LayoutBucketsBound is not a layout the store has: it is the bound a
+// site-sharded layout (docs/sharding.md) can reach. Each of a fixed set of
+// buckets is a whole one-slot store under its own hash tag, each site's
+// jobs live in one bucket, and each worker's runner serves one site, so no
+// call ever needs two buckets. A real sharded layout adds the calls that
+// cross them (a claim over several buckets, the runner's own tag), so it
+// can only do worse than this.
+const LayoutBucketsBound = "buckets-bound"
+
 // CapacityOptions configures one run of the capacity scenario.
 type CapacityOptions struct {
 	// Primaries is the size of the loopback cluster the run starts.
@@ -28,6 +38,9 @@ type CapacityOptions struct {
 	Workers, Sites int
 	// Duration is how long the workers run.
 	Duration time.Duration
+	// Buckets, when above 0, runs LayoutBucketsBound with that many
+	// buckets instead of LayoutOneSlot.
+	Buckets int
 }
 
 // Capacity is what one layout on a number of primaries costs per job: the
@@ -38,6 +51,7 @@ type CapacityOptions struct {
 type Capacity struct {
 	Scenario  string  `json:"scenario"`
 	Layout    string  `json:"layout"`
+	Buckets   int     `json:"buckets,omitempty"`
 	Primaries int     `json:"primaries"`
 	Workers   int     `json:"workers"`
 	Sites     int     `json:"sites"`
@@ -75,25 +89,61 @@ func MeasureCapacity(ctx context.Context, o CapacityOptions) (Capacity, error) {
 		return Capacity{}, fmt.Errorf("capacity: %w", err)
 	}
 	defer cluster.Close()
-	b, err := backend.Open(ctx, backend.Options{Kind: backend.Valkey,
-		Valkey: backend.ValkeyOptions{Addrs: cluster.Addrs, Prefix: "capacity:{relayd}:"}})
+	stores, err := openCapacityStores(ctx, cluster.Addrs, o.Buckets)
 	if err != nil {
-		return Capacity{}, fmt.Errorf("capacity: opening the store: %w", err)
+		return Capacity{}, err
 	}
-	defer b.Store.Close()
-	return driveCapacity(ctx, o, b.Store, cluster.Addrs)
+	defer func() {
+		for _, st := range stores {
+			_ = st.Close()
+		}
+	}()
+	return driveCapacity(ctx, o, stores, cluster.Addrs)
+}
+
+// openCapacityStores opens the one store of LayoutOneSlot, or one store per
+// bucket, each under its own hash tag, for LayoutBucketsBound.
+func openCapacityStores(ctx context.Context, addrs []string, buckets int) ([]store.RoutingStore, error) {
+	prefixes := []string{"capacity:{relayd}:"}
+	if buckets > 0 {
+		prefixes = prefixes[:0]
+		for i := range buckets {
+			prefixes = append(prefixes, "capacity:{b"+strconv.Itoa(i)+"}:")
+		}
+	}
+	var stores []store.RoutingStore
+	for _, prefix := range prefixes {
+		b, err := backend.Open(ctx, backend.Options{Kind: backend.Valkey, Valkey: backend.ValkeyOptions{Addrs: addrs, Cluster: true, Prefix: prefix}})
+		if err != nil {
+			for _, st := range stores {
+				_ = st.Close()
+			}
+			return nil, fmt.Errorf("capacity: opening the store %s: %w", prefix, err)
+		}
+		stores = append(stores, b.Store)
+	}
+	return stores, nil
+}
+
+// bucketOf is the bucket of a site among n: the same site always lands in
+// the same one.
+func bucketOf(site string, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(site))
+	return int(h.Sum32() % uint32(n))
 }
 
 // driveCapacity runs the workers against st and reads the CPU of every
 // node in addrs around them.
-func driveCapacity(ctx context.Context, o CapacityOptions, st store.RoutingStore, addrs []string) (Capacity, error) {
+func driveCapacity(ctx context.Context, o CapacityOptions, stores []store.RoutingStore, addrs []string) (Capacity, error) {
 	before, err := nodeCPU(ctx, addrs)
 	if err != nil {
 		return Capacity{}, err
 	}
 	var jobs atomic.Int64
 	elapsed, err := runFor(ctx, o.Workers, o.Duration, func(ctx context.Context, w int) error {
-		return saturateWorker(ctx, st, "site-capacity-"+strconv.Itoa(w%o.Sites), w, &jobs)
+		site := "site-capacity-" + strconv.Itoa(w%o.Sites)
+		return saturateWorker(ctx, stores[bucketOf(site, len(stores))], site, w, &jobs)
 	})
 	if err != nil {
 		return Capacity{}, fmt.Errorf("capacity: %w", err)
@@ -102,8 +152,11 @@ func driveCapacity(ctx context.Context, o CapacityOptions, st store.RoutingStore
 	if err != nil {
 		return Capacity{}, err
 	}
-	c := Capacity{Scenario: "capacity", Layout: LayoutOneSlot, Primaries: o.Primaries, Workers: o.Workers, Sites: o.Sites,
+	c := Capacity{Scenario: "capacity", Layout: LayoutOneSlot, Buckets: o.Buckets, Primaries: o.Primaries, Workers: o.Workers, Sites: o.Sites,
 		Seconds: elapsed.Seconds(), Jobs: jobs.Load()}
+	if o.Buckets > 0 {
+		c.Layout = LayoutBucketsBound
+	}
 	if c.Jobs == 0 {
 		return Capacity{}, errors.New("capacity: no job completed")
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -39,4 +40,39 @@ func TestCapacityOneSlotLayoutLoadsOnePrimary(t *testing.T) {
 
 	_, err = MeasureCapacity(t.Context(), CapacityOptions{Primaries: 1, Sites: 1, Duration: time.Millisecond})
 	require.Error(t, err)
+}
+
+// TestCapacityBucketsBoundSpreadsOverPrimaries runs the bound of a
+// site-sharded layout on three primaries: the sites' buckets sit in slots
+// of different primaries, so more than one primary carries the work.
+func TestCapacityBucketsBoundSpreadsOverPrimaries(t *testing.T) {
+	valkeytest.RequireBinary(t)
+	c, err := MeasureCapacity(t.Context(), CapacityOptions{Primaries: 3, Workers: 6, Sites: 6, Buckets: 12, Duration: 300 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, LayoutBucketsBound, c.Layout)
+	require.Equal(t, 12, c.Buckets)
+	require.Positive(t, c.Jobs)
+	loaded := 0
+	for _, us := range c.PrimaryCPUUsPerJob {
+		if us > c.ServerCPUUsPerJob/4 {
+			loaded++
+		}
+	}
+	require.Greater(t, loaded, 1, "the buckets spread over the primaries: %v", c.PrimaryCPUUsPerJob)
+}
+
+// TestBucketOfIsStableAndInRange: a site always lands in the same bucket,
+// one of the n.
+func TestBucketOfIsStableAndInRange(t *testing.T) {
+	seen := map[int]bool{}
+	for i := range 200 {
+		site := "site-" + strconv.Itoa(i)
+		b := bucketOf(site, 16)
+		require.Equal(t, b, bucketOf(site, 16))
+		require.GreaterOrEqual(t, b, 0)
+		require.Less(t, b, 16)
+		seen[b] = true
+	}
+	require.Len(t, seen, 16, "200 sites reach every one of 16 buckets")
+	require.Zero(t, bucketOf("any", 1))
 }
