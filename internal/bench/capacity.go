@@ -10,9 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	valkeygo "github.com/valkey-io/valkey-go"
+
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/backend"
+	"github.com/byollm/relayd/store/valkey"
 )
 
 // LayoutOneSlot is the Valkey store's default key layout: every key under
@@ -89,40 +92,44 @@ func MeasureCapacity(ctx context.Context, o CapacityOptions) (Capacity, error) {
 		return Capacity{}, fmt.Errorf("capacity: %w", err)
 	}
 	defer cluster.Close()
-	stores, err := openCapacityStores(ctx, cluster.Addrs, o.Buckets)
+	stores, closeStores, err := openCapacityStores(ctx, cluster.Addrs, o.Buckets)
 	if err != nil {
 		return Capacity{}, err
 	}
-	defer func() {
-		for _, st := range stores {
-			_ = st.Close()
-		}
-	}()
+	defer closeStores()
 	return driveCapacity(ctx, o, stores, cluster.Addrs)
 }
 
-// openCapacityStores opens the one store of LayoutOneSlot, or one store per
-// bucket, each under its own hash tag, for LayoutBucketsBound.
-func openCapacityStores(ctx context.Context, addrs []string, buckets int) ([]store.RoutingStore, error) {
-	prefixes := []string{"capacity:{relayd}:"}
-	if buckets > 0 {
-		prefixes = prefixes[:0]
-		for i := range buckets {
-			prefixes = append(prefixes, "capacity:{b"+strconv.Itoa(i)+"}:")
-		}
-	}
-	var stores []store.RoutingStore
-	for _, prefix := range prefixes {
-		b, err := backend.Open(ctx, backend.Options{Kind: backend.Valkey, Valkey: backend.ValkeyOptions{Addrs: addrs, Cluster: true, Prefix: prefix}})
+// openCapacityStores opens the one store of LayoutOneSlot, or, for
+// LayoutBucketsBound, one store per bucket, each under its own hash tag,
+// all on one cluster client as a sharded layout would be (a client per
+// bucket would batch fewer calls per write and cost the servers more).
+// The closer it returns closes them all.
+func openCapacityStores(ctx context.Context, addrs []string, buckets int) ([]store.RoutingStore, func(), error) {
+	if buckets == 0 {
+		b, err := backend.Open(ctx, backend.Options{Kind: backend.Valkey, Valkey: backend.ValkeyOptions{Addrs: addrs, Cluster: true, Prefix: "capacity:{relayd}:"}})
 		if err != nil {
-			for _, st := range stores {
-				_ = st.Close()
-			}
-			return nil, fmt.Errorf("capacity: opening the store %s: %w", prefix, err)
+			return nil, nil, fmt.Errorf("capacity: opening the store: %w", err)
 		}
-		stores = append(stores, b.Store)
+		return []store.RoutingStore{b.Store}, func() { _ = b.Store.Close() }, nil
 	}
-	return stores, nil
+	client, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: addrs})
+	if err != nil {
+		return nil, nil, fmt.Errorf("capacity: connecting to %v: %w", addrs, err)
+	}
+	stores := make([]store.RoutingStore, 0, buckets)
+	for i := range buckets {
+		st, err := valkey.NewFromClient(client, "capacity:{b"+strconv.Itoa(i)+"}:")
+		if err == nil && i == 0 {
+			err = st.LoadScripts(ctx)
+		}
+		if err != nil {
+			client.Close()
+			return nil, nil, fmt.Errorf("capacity: opening bucket %d: %w", i, err)
+		}
+		stores = append(stores, st)
+	}
+	return stores, client.Close, nil
 }
 
 // bucketOf is the bucket of a site among n: the same site always lands in
