@@ -10,12 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	valkeygo "github.com/valkey-io/valkey-go"
-
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/store"
 	"github.com/byollm/relayd/store/backend"
-	"github.com/byollm/relayd/store/valkey"
 )
 
 // LayoutOneSlot is the Valkey store's default key layout: every key under
@@ -113,23 +110,15 @@ func openCapacityStores(ctx context.Context, addrs []string, buckets int) ([]sto
 		}
 		return []store.RoutingStore{b.Store}, func() { _ = b.Store.Close() }, nil
 	}
-	client, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: addrs})
-	if err != nil {
-		return nil, nil, fmt.Errorf("capacity: connecting to %v: %w", addrs, err)
-	}
-	stores := make([]store.RoutingStore, 0, buckets)
+	prefixes := make([]string, 0, buckets)
 	for i := range buckets {
-		st, err := valkey.NewFromClient(client, "capacity:{b"+strconv.Itoa(i)+"}:")
-		if err == nil && i == 0 {
-			err = st.LoadScripts(ctx)
-		}
-		if err != nil {
-			client.Close()
-			return nil, nil, fmt.Errorf("capacity: opening bucket %d: %w", i, err)
-		}
-		stores = append(stores, st)
+		prefixes = append(prefixes, "capacity:{b"+strconv.Itoa(i)+"}:")
 	}
-	return stores, client.Close, nil
+	stores, closeAll, err := backend.OpenValkeySharing(ctx, backend.ValkeyOptions{Addrs: addrs, Cluster: true}, prefixes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("capacity: opening the buckets: %w", err)
+	}
+	return stores, closeAll, nil
 }
 
 // bucketOf is the bucket of a site among n: the same site always lands in

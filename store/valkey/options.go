@@ -192,3 +192,30 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// NewSharing opens one store per prefix, all on one client made from o (its
+// KeyPrefix is not used): key groups under different hash tags, as a
+// layout sharded by bucket would hold them (docs/sharding.md). closeAll
+// closes the client, which the stores share.
+func NewSharing(ctx context.Context, o Options, prefixes []string) (stores []*Store, closeAll func(), err error) {
+	opt, err := o.clientOption()
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := valkey.NewClient(opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("valkey store: connecting to %v: %w", o.Addrs, err)
+	}
+	for i, prefix := range prefixes {
+		s, err := NewFromClient(client, prefix)
+		if err == nil && i == 0 {
+			err = s.LoadScripts(ctx)
+		}
+		if err != nil {
+			client.Close()
+			return nil, nil, err
+		}
+		stores = append(stores, s)
+	}
+	return stores, client.Close, nil
+}
