@@ -277,6 +277,9 @@ func runCapacity(ctx context.Context, o options, logf func(string, ...any)) erro
 		switch layout {
 		case bench.LayoutOneSlot:
 		case bench.LayoutBucketsBound:
+			if o.capacityBuckets < 1 {
+				return fmt.Errorf("capacity: --capacity-buckets %d: the %s layout needs at least one", o.capacityBuckets, layout)
+			}
 			buckets = o.capacityBuckets
 		default:
 			return fmt.Errorf("capacity: unknown layout %q (want %s or %s)", layout, bench.LayoutOneSlot, bench.LayoutBucketsBound)

@@ -72,12 +72,23 @@ type Capacity struct {
 	RatioToFirst float64 `json:"ratioToFirst,omitempty"`
 }
 
+// layout names the layout o runs.
+func (o CapacityOptions) layout() string {
+	if o.Buckets > 0 {
+		return LayoutBucketsBound
+	}
+	return LayoutOneSlot
+}
+
 // MeasureCapacity starts a loopback cluster of o.Primaries from the server
 // binary on PATH, runs the per-job mix against it for o.Duration, and stops
 // it.
 func MeasureCapacity(ctx context.Context, o CapacityOptions) (Capacity, error) {
 	if o.Workers < 1 || o.Sites < 1 {
 		return Capacity{}, errors.New("capacity: at least one worker and one site are needed")
+	}
+	if o.Buckets < 0 {
+		return Capacity{}, fmt.Errorf("capacity: %d buckets", o.Buckets)
 	}
 	dir, err := os.MkdirTemp("", "relaybench-capacity-")
 	if err != nil {
@@ -129,8 +140,9 @@ func bucketOf(site string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// driveCapacity runs the workers against st and reads the CPU of every
-// node in addrs around them.
+// driveCapacity runs the workers against stores (each worker's site in
+// its bucket's store) and reads the CPU of every node in addrs around
+// them.
 func driveCapacity(ctx context.Context, o CapacityOptions, stores []store.RoutingStore, addrs []string) (Capacity, error) {
 	before, err := nodeCPU(ctx, addrs)
 	if err != nil {
@@ -148,11 +160,8 @@ func driveCapacity(ctx context.Context, o CapacityOptions, stores []store.Routin
 	if err != nil {
 		return Capacity{}, err
 	}
-	c := Capacity{Scenario: "capacity", Layout: LayoutOneSlot, Buckets: o.Buckets, Primaries: o.Primaries, Workers: o.Workers, Sites: o.Sites,
+	c := Capacity{Scenario: "capacity", Layout: o.layout(), Buckets: o.Buckets, Primaries: o.Primaries, Workers: o.Workers, Sites: o.Sites,
 		Seconds: elapsed.Seconds(), Jobs: jobs.Load()}
-	if o.Buckets > 0 {
-		c.Layout = LayoutBucketsBound
-	}
 	if c.Jobs == 0 {
 		return Capacity{}, errors.New("capacity: no job completed")
 	}

@@ -76,3 +76,8 @@ func TestBucketOfIsStableAndInRange(t *testing.T) {
 	require.Len(t, seen, 16, "200 sites reach every one of 16 buckets")
 	require.Zero(t, bucketOf("any", 1))
 }
+
+func TestCapacityRefusesNegativeBuckets(t *testing.T) {
+	_, err := MeasureCapacity(t.Context(), CapacityOptions{Primaries: 1, Workers: 1, Sites: 1, Buckets: -1})
+	require.ErrorContains(t, err, "buckets")
+}

@@ -23,40 +23,61 @@ type Rules struct {
 }
 
 // Full is the protocol as designed.
-var Full = Rules{RefuseStale: true, CompareAndClear: true, Adopt: true}
+func Full() Rules { return Rules{RefuseStale: true, CompareAndClear: true, Adopt: true} }
 
 // Limits bound the system explored.
 type Limits struct {
-	// Enqueues is how many enqueues of the route run, each once, retrying
-	// after a refusal up to Retries times.
+	// Enqueues is how many enqueues of the route run (at most
+	// MaxEnqueues), each once, retrying after a refusal up to Retries
+	// times.
 	Enqueues, Retries int
-	// Claims is how many times a claim reads the hint and visits the
-	// bucket.
+	// Claims is how many claims run (at most MaxClaims), each reading the
+	// hint and then visiting the bucket, interleaved with everything else
+	// and with each other.
 	Claims int
 }
 
-const maxEnqueues = 3
+// The largest system the state type holds.
+const (
+	MaxEnqueues = 3
+	MaxClaims   = 2
+)
 
-// enqueuer is one enqueue's progress.
+// An enqueue's phases.
+const (
+	notBegun int8 = iota
+	wroteAhead
+	landed
+	gaveUp
+)
+
+// A claim's phases.
+const (
+	claimIdle int8 = iota
+	claimRead
+	claimDone
+)
+
 type enqueuer struct {
-	phase int8 // 0: not begun; 1: wrote ahead with gen; 2: landed; 3: gave up
-	gen   int8
-	tries int8
+	phase, gen, tries int8
+}
+
+type claim struct {
+	phase, read int8
 }
 
 // state is the whole system: the hint, the bucket, the processes and the
 // reports on their way to a clear. It is comparable, so it keys the set of
-// states seen.
+// states seen. Every finish and every claim can report once, so reports
+// holds them all.
 type state struct {
-	hint      int8 // g > 0 live, -g cleared, 0 never written
-	highest   int8 // the bucket's highest accepted or adopted generation
-	live      int8 // the route's jobs not finished
-	finished  int8 // jobs finished so far
-	enq       [maxEnqueues]enqueuer
-	claims    int8 // claims done
-	claimRead int8 // hint value a claim in flight read (0: none in flight)
-	reports   [4]int8
-	nreports  int8
+	hint     int8 // g > 0 live, -g cleared, 0 never written
+	highest  int8 // the bucket's highest accepted or adopted generation
+	live     int8 // the route's jobs not finished
+	enq      [MaxEnqueues]enqueuer
+	claims   [MaxClaims]claim
+	reports  [MaxEnqueues + MaxClaims]int8
+	nreports int8
 }
 
 // Violation is a reachable state breaking the invariant, with the steps
@@ -86,7 +107,7 @@ func Check(rules Rules, lim Limits) (int, *Violation) {
 // every claim from then on (rule 3's adoption).
 func ClearsAnAbandonedHint(rules Rules) bool {
 	_, _, found := explore(rules, Limits{Enqueues: 1, Claims: 1}, func(s state) bool {
-		return s.enq[0].phase == 3 && s.hint < 0
+		return s.enq[0].phase == gaveUp && s.hint < 0
 	})
 	return found
 }
@@ -95,7 +116,9 @@ func ClearsAnAbandonedHint(rules Rules) bool {
 // until one satisfies stop; it returns the states seen and, when one was
 // found, the steps to it.
 func explore(rules Rules, lim Limits, stop func(state) bool) (int, []string, bool) {
-	lim.Enqueues = min(lim.Enqueues, maxEnqueues)
+	if lim.Enqueues > MaxEnqueues || lim.Claims > MaxClaims || lim.Retries > 100 {
+		panic(fmt.Sprintf("hintmodel: limits %+v beyond what the model holds", lim))
+	}
 	type node struct {
 		s    state
 		prev int
@@ -129,19 +152,20 @@ type next struct {
 // successors lists every step one process can take from s.
 func successors(s state, rules Rules, lim Limits) []next {
 	var out []next
-	for i := 0; i < lim.Enqueues; i++ {
+	for i := range lim.Enqueues {
 		out = append(out, enqueueSteps(s, i, rules, lim)...)
 	}
 	if s.live > 0 { // one of the route's jobs finishes (rule 3: report at 0)
 		t := s
 		t.live--
-		t.finished++
 		if t.live == 0 {
 			t = withReport(t, t.highest)
 		}
 		out = append(out, next{t, "finish"})
 	}
-	out = append(out, claimSteps(s, rules, lim)...)
+	for i := range lim.Claims {
+		out = append(out, claimSteps(s, i, rules)...)
+	}
 	for k := int8(0); k < s.nreports; k++ { // a report reaches its clear, or is lost
 		t := dropReport(s, k)
 		out = append(out, next{t, fmt.Sprintf("lose report %d", s.reports[k])})
@@ -164,19 +188,19 @@ func enqueueSteps(s state, i int, rules Rules, lim Limits) []next {
 	e := s.enq[i]
 	name := fmt.Sprintf("enqueue %d", i)
 	switch e.phase {
-	case 0:
+	case notBegun:
 		t := s
 		t.hint = abs(t.hint) + 1
-		t.enq[i] = enqueuer{phase: 1, gen: t.hint, tries: e.tries}
+		t.enq[i] = enqueuer{phase: wroteAhead, gen: t.hint, tries: e.tries}
 		return []next{{t, fmt.Sprintf("%s writes ahead %d", name, t.hint)}}
-	case 1:
-		gaveUp := s
-		gaveUp.enq[i].phase = 3
-		out := []next{{gaveUp, name + " gives up"}}
+	case wroteAhead:
+		quit := s
+		quit.enq[i].phase = gaveUp
+		out := []next{{quit, name + " gives up"}}
 		if rules.RefuseStale && e.gen <= s.highest {
 			if int(e.tries) < lim.Retries {
 				t := s
-				t.enq[i] = enqueuer{phase: 0, tries: e.tries + 1}
+				t.enq[i] = enqueuer{phase: notBegun, tries: e.tries + 1}
 				out = append(out, next{t, fmt.Sprintf("%s refused at %d", name, e.gen)})
 			}
 			return out
@@ -184,41 +208,48 @@ func enqueueSteps(s state, i int, rules Rules, lim Limits) []next {
 		t := s
 		t.highest = max(t.highest, e.gen)
 		t.live++
-		t.enq[i].phase = 2
+		t.enq[i].phase = landed
 		return append(out, next{t, fmt.Sprintf("%s lands %d", name, e.gen)})
 	}
 	return nil
 }
 
-// claimSteps are a claim's two steps: read the hint, then visit the bucket
+// claimSteps are claim i's two steps: read the hint, then visit the bucket
 // if the hint was live; an empty bucket adopts what was read (rule 3) and
 // reports it.
-func claimSteps(s state, rules Rules, lim Limits) []next {
-	if s.claimRead == 0 {
-		if int(s.claims) >= lim.Claims || s.hint <= 0 {
+func claimSteps(s state, i int, rules Rules) []next {
+	c := s.claims[i]
+	name := fmt.Sprintf("claim %d", i)
+	switch c.phase {
+	case claimIdle:
+		if s.hint <= 0 {
 			return nil
 		}
 		t := s
-		t.claimRead = s.hint
-		return []next{{t, fmt.Sprintf("claim reads %d", s.hint)}}
+		t.claims[i] = claim{phase: claimRead, read: s.hint}
+		return []next{{t, fmt.Sprintf("%s reads %d", name, s.hint)}}
+	case claimRead:
+		t := s
+		t.claims[i] = claim{phase: claimDone}
+		if t.live == 0 && rules.Adopt {
+			t.highest = max(t.highest, c.read)
+			t = withReport(t, t.highest)
+			return []next{{t, fmt.Sprintf("%s finds it empty, adopts %d", name, c.read)}}
+		}
+		return []next{{t, name + " visits"}}
 	}
-	t := s
-	read := t.claimRead
-	t.claimRead = 0
-	t.claims++
-	if t.live == 0 && rules.Adopt {
-		t.highest = max(t.highest, read)
-		t = withReport(t, t.highest)
-		return []next{{t, fmt.Sprintf("claim finds it empty, adopts %d", read)}}
-	}
-	return []next{{t, "claim visits"}}
+	return nil
 }
 
+// withReport adds a report on its way to a clear. Every finish that
+// empties the route and every claim reports at most once, which the
+// array is sized for, so an overflow is a bug in the model.
 func withReport(s state, g int8) state {
-	if int(s.nreports) < len(s.reports) {
-		s.reports[s.nreports] = g
-		s.nreports++
+	if int(s.nreports) == len(s.reports) {
+		panic("hintmodel: more reports in flight than the model holds")
 	}
+	s.reports[s.nreports] = g
+	s.nreports++
 	return s
 }
 

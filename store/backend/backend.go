@@ -173,12 +173,18 @@ func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger, onRet
 	return st, nil
 }
 
-// OpenValkeySharing opens one Valkey store per prefix on one client (c's
-// Prefix is not used): the capacity scenario's bound of a layout sharded
-// by bucket (docs/sharding.md). closeAll closes them all.
+// OpenValkeySharing opens one Valkey store per prefix on one client: the
+// capacity scenario's bound of a layout sharded by bucket
+// (docs/sharding.md). Of c it uses how to reach the servers; its Prefix,
+// WaitReplicas and ResultsCacheBytes are not applied. closeAll closes them
+// all.
 func OpenValkeySharing(ctx context.Context, c ValkeyOptions, prefixes []string) (stores []store.RoutingStore, closeAll func(), err error) {
-	opened, closeAll, err := valkey.NewSharing(ctx, valkey.Options{Addrs: c.Addrs, Username: c.Username, Password: c.Password,
-		Cluster: c.Cluster, Timeout: c.Timeout}, prefixes)
+	o := valkey.Options{Addrs: c.Addrs, Username: c.Username, Password: c.Password,
+		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, Timeout: c.Timeout}
+	if c.TLS {
+		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	opened, closeAll, err := valkey.NewSharing(ctx, o, prefixes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open valkey stores: %w", err)
 	}

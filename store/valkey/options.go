@@ -193,10 +193,13 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
-// NewSharing opens one store per prefix, all on one client made from o (its
-// KeyPrefix is not used): key groups under different hash tags, as a
-// layout sharded by bucket would hold them (docs/sharding.md). closeAll
-// closes the client, which the stores share.
+// NewSharing opens one store per prefix, all on one client made from o:
+// key groups under different hash tags, as a layout sharded by bucket
+// would hold them (docs/sharding.md). Each store checks its prefix's
+// record-format marker, as New does. Of o it uses only how to reach the
+// servers (addresses, credentials, TLS, Sentinel or Cluster, timeouts):
+// its KeyPrefix, WaitReplicas, ResultsCacheBytes, OnRetry and Logger are
+// not applied. closeAll closes the client, which the stores share.
 func NewSharing(ctx context.Context, o Options, prefixes []string) (stores []*Store, closeAll func(), err error) {
 	opt, err := o.clientOption()
 	if err != nil {
@@ -209,11 +212,17 @@ func NewSharing(ctx context.Context, o Options, prefixes []string) (stores []*St
 	for i, prefix := range prefixes {
 		s, err := NewFromClient(client, prefix)
 		if err == nil && i == 0 {
-			err = s.LoadScripts(ctx)
+			err = s.Ping(ctx)
+			if err == nil {
+				err = s.LoadScripts(ctx)
+			}
+		}
+		if err == nil {
+			err = s.CheckFormat(ctx)
 		}
 		if err != nil {
 			client.Close()
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("valkey store: opening prefix %q: %w", prefix, err)
 		}
 		stores = append(stores, s)
 	}
