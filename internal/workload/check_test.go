@@ -281,3 +281,19 @@ func TestCheck_AJobLeftUnsealedMustGoBackToItsClaimantOnly(t *testing.T) {
 	require.Equal(t, []string{Reoffer}, kinds(vs), Summary(vs, 5))
 	require.Empty(t, build("r2", 120_000).Check(), "anyone, once a sealing window passed after the lapse (P2-D8)")
 }
+
+// A result under a lease the site never saw is opened with a device pending
+// showed for the same job under another lease (a payload sealed for one
+// grant is taken for the next grant of that device), and with no other.
+func TestSawPendingOnOnlyTheDevicesPendingNamedForTheJob(t *testing.T) {
+	d1 := protocol.PublicIdentity{Identity: "device-1", Encryption: "enc-1", EncryptionSig: "sig-1"}
+	d2 := protocol.PublicIdentity{Identity: "device-2", Encryption: "enc-2", EncryptionSig: "sig-2"}
+	j := &job{id: "a", pendingDevice: map[string]protocol.PublicIdentity{"L1": d1}}
+	got, ok := j.sawPendingOn(d1)
+	require.True(t, ok)
+	require.Equal(t, d1, got)
+	_, ok = j.sawPendingOn(d2)
+	require.False(t, ok, "a device pending never named for this job")
+	_, ok = j.sawPendingOn(protocol.PublicIdentity{Identity: "device-1"})
+	require.False(t, ok, "the whole identity must match, not the key alone")
+}

@@ -208,6 +208,9 @@ func (r *Run) collectAll(ln *lane, listing []protocol.FinishedJob) {
 			continue
 		}
 		device, ok := j.pendingDevice[fin.LeaseID]
+		if !ok {
+			device, ok = j.sawPendingOn(fin.Device)
+		}
 		j.site = &siteResult{leaseID: fin.LeaseID, runner: fin.RunnerID, ciphertext: fin.Envelope.Ciphertext, at: nowMs(), device: device}
 		todo = append(todo, fresh{fin: fin, j: j, device: device, pending: ok})
 	}
@@ -229,8 +232,27 @@ func (r *Run) collectAll(ln *lane, listing []protocol.FinishedJob) {
 	wg.Wait()
 }
 
+// sawPendingOn reports whether pending ever named device for one of j's
+// grants, and returns it. A result can come back under a lease the site
+// never saw: the payload names the device it is sealed to, not the lease
+// (P2-D11), so a payload the site sealed for one grant is taken for the
+// next grant of the same device, as when a failover loses the first grant
+// and valkey-go sends the payload's write again to the new primary. The
+// published SDK opens every result with the device the listing names; this
+// site opens it only with a device pending showed it for this job.
+// r.rec.mu is held.
+func (j *job) sawPendingOn(device protocol.PublicIdentity) (protocol.PublicIdentity, bool) {
+	for _, d := range j.pendingDevice {
+		if d == device {
+			return d, true
+		}
+	}
+	return protocol.PublicIdentity{}, false
+}
+
 // collect opens one new result with the device key pending gave for its
-// lease and checks that it is the echo of the job's payload.
+// lease (or, for a lease it never saw, for another grant of the job to the
+// same device) and checks that it is the echo of the job's payload.
 func (r *Run) collect(fin protocol.FinishedJob, j *job, device protocol.PublicIdentity, sawPending bool) {
 	r.rec.mu.Lock()
 	payload := j.payload
@@ -238,7 +260,7 @@ func (r *Run) collect(fin protocol.FinishedJob, j *job, device protocol.PublicId
 
 	var problem *Violation
 	if !sawPending {
-		problem = &Violation{Kind: WrongDevice, Detail: "a result under lease " + fin.LeaseID + " (" + fin.RunnerID + "), which the site never saw pending, so it has no device key of its own to open it with"}
+		problem = &Violation{Kind: WrongDevice, Detail: "a result under lease " + fin.LeaseID + " (" + fin.RunnerID + ") from a device the site never saw pending for this job, so it has no device key of its own to open it with"}
 	} else {
 		plain, err := peer.Open(j.lane.keys, fin.Envelope, peer.Expectation{JobID: fin.JobID, Direction: protocol.DirectionResult, SenderIdentity: device.Identity})
 		switch {
