@@ -114,20 +114,16 @@ func MeasureCapacity(ctx context.Context, o CapacityOptions) (Capacity, error) {
 // bucket would batch fewer calls per write and cost the servers more).
 // The closer it returns closes them all.
 func openCapacityStores(ctx context.Context, addrs []string, buckets int) ([]store.RoutingStore, func(), error) {
-	if buckets == 0 {
-		b, err := backend.Open(ctx, backend.Options{Kind: backend.Valkey, Valkey: backend.ValkeyOptions{Addrs: addrs, Cluster: true, Prefix: "capacity:{relayd}:"}})
-		if err != nil {
-			return nil, nil, fmt.Errorf("capacity: opening the store: %w", err)
+	prefixes := []string{"capacity:{relayd}:"}
+	if buckets > 0 {
+		prefixes = prefixes[:0]
+		for i := range buckets {
+			prefixes = append(prefixes, "capacity:{b"+strconv.Itoa(i)+"}:")
 		}
-		return []store.RoutingStore{b.Store}, func() { _ = b.Store.Close() }, nil
-	}
-	prefixes := make([]string, 0, buckets)
-	for i := range buckets {
-		prefixes = append(prefixes, "capacity:{b"+strconv.Itoa(i)+"}:")
 	}
 	stores, closeAll, err := backend.OpenValkeySharing(ctx, backend.ValkeyOptions{Addrs: addrs, Cluster: true}, prefixes)
 	if err != nil {
-		return nil, nil, fmt.Errorf("capacity: opening the buckets: %w", err)
+		return nil, nil, fmt.Errorf("capacity: opening the store: %w", err)
 	}
 	return stores, closeAll, nil
 }

@@ -153,15 +153,9 @@ func limiter(rate ratelimit.Rate, build func(ratelimit.Rate) (ratelimit.Limiter,
 // supervisor retries; an outage after start is answered with 503s and the
 // relay recovers by itself when the server returns.
 func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger, onRetry func(store.Op, string)) (*valkey.Store, error) {
-	opts := valkey.Options{
-		Addrs: c.Addrs, Username: c.Username, Password: c.Password,
-		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, KeyPrefix: c.Prefix,
-		Timeout: c.Timeout, ResultsCacheBytes: c.ResultsCacheBytes, OnRetry: onRetry, Logger: logger,
-		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout,
-	}
-	if c.TLS {
-		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
+	opts := c.reach()
+	opts.KeyPrefix, opts.ResultsCacheBytes, opts.OnRetry, opts.Logger = c.Prefix, c.ResultsCacheBytes, onRetry, logger
+	opts.WaitReplicas, opts.WaitTimeout = c.WaitReplicas, c.WaitTimeout
 	st, err := valkey.New(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open valkey store: %w", err)
@@ -179,12 +173,7 @@ func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger, onRet
 // WaitReplicas and ResultsCacheBytes are not applied. closeAll closes them
 // all.
 func OpenValkeySharing(ctx context.Context, c ValkeyOptions, prefixes []string) (stores []store.RoutingStore, closeAll func(), err error) {
-	o := valkey.Options{Addrs: c.Addrs, Username: c.Username, Password: c.Password,
-		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, Timeout: c.Timeout}
-	if c.TLS {
-		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	opened, closeAll, err := valkey.NewSharing(ctx, o, prefixes)
+	opened, closeAll, err := valkey.NewSharing(ctx, c.reach(), prefixes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open valkey stores: %w", err)
 	}
@@ -192,4 +181,14 @@ func OpenValkeySharing(ctx context.Context, c ValkeyOptions, prefixes []string) 
 		stores = append(stores, s)
 	}
 	return stores, closeAll, nil
+}
+
+// reach is how c says to reach the servers, as the Valkey store's options.
+func (c ValkeyOptions) reach() valkey.Options {
+	o := valkey.Options{Addrs: c.Addrs, Username: c.Username, Password: c.Password,
+		SentinelMasterSet: c.SentinelMaster, Cluster: c.Cluster, Timeout: c.Timeout}
+	if c.TLS {
+		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return o
 }

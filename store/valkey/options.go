@@ -154,13 +154,9 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if err := ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
-	opt, err := o.clientOption()
+	client, err := o.dial()
 	if err != nil {
 		return nil, err
-	}
-	client, err := valkey.NewClient(opt)
-	if err != nil {
-		return nil, fmt.Errorf("valkey store: connecting to %v: %w", o.Addrs, err)
 	}
 	s, err := NewFromClient(client, prefix)
 	if err != nil {
@@ -178,19 +174,37 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if o.Logger != nil {
 		s.results.logger = o.Logger
 	}
-	if err := s.Ping(ctx); err != nil {
-		client.Close()
-		return nil, err
-	}
-	if err := s.LoadScripts(ctx); err != nil {
-		client.Close()
-		return nil, err
-	}
-	if err := s.CheckFormat(ctx); err != nil {
+	if err := s.open(ctx); err != nil {
 		client.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// dial makes the client o describes.
+func (o Options) dial() (valkey.Client, error) {
+	opt, err := o.clientOption()
+	if err != nil {
+		return nil, err
+	}
+	client, err := valkey.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("valkey store: connecting to %v: %w", o.Addrs, err)
+	}
+	return client, nil
+}
+
+// open readies a new store for its first call: the server answers, the
+// library of scripts is on every node, and the prefix's record-format
+// marker names a format this relay reads.
+func (s *Store) open(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return err
+	}
+	if err := s.LoadScripts(ctx); err != nil {
+		return err
+	}
+	return s.CheckFormat(ctx)
 }
 
 // NewSharing opens one store per prefix, all on one client made from o:
@@ -201,23 +215,17 @@ func New(ctx context.Context, o Options) (*Store, error) {
 // its KeyPrefix, WaitReplicas, ResultsCacheBytes, OnRetry and Logger are
 // not applied. closeAll closes the client, which the stores share.
 func NewSharing(ctx context.Context, o Options, prefixes []string) (stores []*Store, closeAll func(), err error) {
-	opt, err := o.clientOption()
+	client, err := o.dial()
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := valkey.NewClient(opt)
-	if err != nil {
-		return nil, nil, fmt.Errorf("valkey store: connecting to %v: %w", o.Addrs, err)
-	}
 	for i, prefix := range prefixes {
 		s, err := NewFromClient(client, prefix)
-		if err == nil && i == 0 {
-			err = s.Ping(ctx)
-			if err == nil {
-				err = s.LoadScripts(ctx)
-			}
-		}
-		if err == nil {
+		switch {
+		case err != nil:
+		case i == 0:
+			err = s.open(ctx)
+		default: // the same server and the same library: only the marker differs
 			err = s.CheckFormat(ctx)
 		}
 		if err != nil {
