@@ -389,6 +389,11 @@ type CancelRequestsInput struct {
 // projection). Capabilities and Withheld replace the stored ones wholesale
 // when non-nil (an empty array is an answer) and leave them when nil.
 type PairInput struct {
+	// Proto is the protocol whose presence this is: the sharded Valkey
+	// layout keeps a protocol-"0" presence beside that protocol's jobs
+	// and a protocol-"2" one beside the runner's rate bucket; the other
+	// stores keep one presence per runner either way.
+	Proto        Proto
 	RunnerID     string
 	Owner        string
 	Device       protocol.PublicIdentity

@@ -85,7 +85,7 @@ func (c *Codec) authenticate(ctx context.Context, req *codec.Request) (*caller, 
 		return nil, refusal
 	}
 	skew := sig.IssuedAt - c.env.NowMs()
-	owed, key := &store.Admission{Pair: &store.PairInput{Owner: dev.Owner, Device: dev.Device}}, codec.RunnerKey(dev.RunnerID)
+	owed, key := &store.Admission{Pair: &store.PairInput{Proto: store.Proto2, Owner: dev.Owner, Device: dev.Device}}, codec.RunnerKey(dev.RunnerID)
 	if !c.env.RunnerLimit.ChargedApart() && !dev.Revoked {
 		owed.Charge = codec.StoreCharge(c.env.RunnerLimit, key)
 		return &caller{device: dev, proj: proj, admit: owed, skewMs: skew}, nil

@@ -74,7 +74,7 @@ func presenceOf(req proto2.HeartbeatRequest) (store.PairInput, error) {
 	if err != nil {
 		return store.PairInput{}, fmt.Errorf("encode withheld: %w", err)
 	}
-	return store.PairInput{Capabilities: json.RawMessage(caps), Withheld: json.RawMessage(withheld)}, nil
+	return store.PairInput{Proto: store.Proto2, Capabilities: json.RawMessage(caps), Withheld: json.RawMessage(withheld)}, nil
 }
 
 // sitesByKeyID is the sites map of a heartbeat or pairing answer: each

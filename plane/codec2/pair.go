@@ -102,7 +102,7 @@ func (c *Codec) pairPoll(ctx context.Context, req proto2.PairPollRequest) (proto
 	// The keys the projection approved, as the fixture exchange stores
 	// them (RB-G7); the capabilities the start said, and nothing withheld.
 	if _, err := c.env.Store.Pair(ctx, store.PairInput{
-		RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device,
+		Proto: store.Proto2, RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device,
 		Capabilities: pending.Capabilities, Withheld: json.RawMessage("[]"),
 	}); err != nil {
 		return none, storeError(store.OpPair, err)
@@ -148,7 +148,7 @@ func (c *Codec) pairFixture(ctx context.Context, req proto2.PairFixtureRequest) 
 	// Store the keys the projection approved, never the ones presented:
 	// pairing is unsigned (RB-G7).
 	if _, err := c.env.Store.Pair(ctx, store.PairInput{
-		RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device,
+		Proto: store.Proto2, RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device,
 		Capabilities: json.RawMessage("[]"), Withheld: json.RawMessage("[]"),
 	}); err != nil {
 		return none, storeError(store.OpPair, err)

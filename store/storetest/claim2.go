@@ -266,6 +266,15 @@ func claim2GrantsAcrossSitesInOrder(t *testing.T, b *bundle) {
 	b.enqueue2On(t, Site, b.stub2(t, "s2", ownedBy("bob"), forAudience(audienceTeam)))
 	b.enqueue2On(t, OtherSite, b.stub2(t, "o2", ownedBy("bob"), forAudience(audienceTeam)))
 	got := b.claim2(t, alice, 10, on(OtherSite, "bob"), on(Site, "alice"), on(Site, "bob"), on(OtherSite, "alice"))
+	if b.h.SitesApart {
+		siteOf := map[string]string{"o1": OtherSite, "s1": Site, "s2": Site, "o2": OtherSite}
+		var keys []string
+		for _, c := range got {
+			keys = append(keys, siteOf[c.ID]+"/"+c.ID)
+		}
+		requireEachSiteInOrder(t, []string{OtherSite + "/o1", Site + "/s1", Site + "/s2", OtherSite + "/o2"}, keys)
+		return
+	}
 	require.Equal(t, []string{"o1", "s1", "s2", "o2"}, ids(got))
 }
 

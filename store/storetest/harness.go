@@ -42,6 +42,12 @@ type Harness struct {
 	// an admission's Charge of that rate spends from), and reports
 	// whether it was allowed, or else the wait.
 	Allow func(t *testing.T, key string, every time.Duration, burst int) (bool, time.Duration)
+	// SitesApart says the store keeps Site and OtherSite apart, as the
+	// sharded Valkey layout does with sites in different buckets: order
+	// across the two sites is then each site's own, and protocol "0"'s
+	// check that an id is not another site's does not span them. The
+	// cases that read either take that form.
+	SitesApart bool
 }
 
 // NewHarness builds a fresh harness for one test case, isolated from every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/valkey-io/valkey-go"
 )
@@ -54,6 +55,9 @@ func (s *Store) CheckFormat(ctx context.Context) error {
 // newestReadFormat.
 func readableFormat(key, found string) error {
 	have, _ := strconv.Atoi(newestReadFormat)
+	if strings.Contains(found, "/sharded/") {
+		return fmt.Errorf("valkey store: %s names %q: this key prefix holds the sharded layout; refusing to start: start with --valkey-layout sharded", key, found)
+	}
 	n, err := strconv.Atoi(found)
 	if err != nil || n < 1 || strconv.Itoa(n) != found {
 		return fmt.Errorf("valkey store: %s names record format %q, which this relay (record format %q) cannot read; refusing to start", key, found, newestReadFormat)

@@ -75,6 +75,8 @@ var operations = map[store.Op]opSpec{
 		unwaited: "a failover that forgets a charge forgets only a rate-limit charge"},
 	opRoutes: {args: routesArgs{}, routes: true,
 		alike: "storing a claim's route list again stores the same set"},
+	opHeld: {args: heldArgs{}, held: true,
+		alike: "raising a runner's buckets to the same times again changes nothing"},
 }
 
 // opSpec is one operation's entry in operations.
@@ -113,6 +115,9 @@ type opSpec struct {
 	// routes marks the scripts that receive a claim's route list as
 	// K.routes, the last key (routes.go).
 	routes bool
+	// held marks the script that receives a runner's list of buckets as
+	// K.held, the last key (sharded.go).
+	held bool
 	// prelude runs before the admission and the operation's own code.
 	prelude string
 	// unwaited writes are not waited for by --valkey-wait-replicas
@@ -413,6 +418,11 @@ type routesArgs struct {
 	Fields []string `lua:"fields,tail"`
 }
 
+type heldArgs struct {
+	Margin int64    `lua:"margin"`
+	Pairs  []string `lua:"pairs,tail"`
+}
+
 func (nowArgs) op() store.Op                 { return store.OpNow }
 func (jobArgs) op() store.Op                 { return store.OpJob }
 func (presenceArgs) op() store.Op            { return store.OpPresence }
@@ -445,6 +455,7 @@ func (pairingByDeviceCodeArgs) op() store.Op { return store.OpPairingByDeviceCod
 func (pairingByUserCodeArgs) op() store.Op   { return store.OpPairingByUserCode }
 func (bucketArgs) op() store.Op              { return opBucket }
 func (routesArgs) op() store.Op              { return opRoutes }
+func (heldArgs) op() store.Op                { return opHeld }
 
 // leasePairs flattens leases into the (job id, lease id) pairs a tail of
 // grants carries.

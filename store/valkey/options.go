@@ -219,8 +219,14 @@ func NewSharing(ctx context.Context, o Options, prefixes []string) (stores []*St
 	if err != nil {
 		return nil, nil, err
 	}
+	scripts, err := loadScripts()
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
 	for i, prefix := range prefixes {
-		s, err := NewFromClient(client, prefix)
+		err := ValidatePrefix(prefix)
+		s := onScripts(client, prefix, scripts, false)
 		switch {
 		case err != nil:
 		case i == 0:

@@ -256,7 +256,7 @@ func keyHeader(op store.Op, spec opSpec, keys []string) string {
 	for _, k := range []struct {
 		name  string
 		takes bool
-	}{{"memo", spec.memo != ""}, {"bucket", spec.takesBucket()}, {"routes", spec.routes}} {
+	}{{"memo", spec.memo != ""}, {"bucket", spec.takesBucket()}, {"routes", spec.routes}, {"held", spec.held}} {
 		if k.takes {
 			fmt.Fprintf(&b, "  %s = KEYS[%d],\n", k.name, next)
 			next++

@@ -78,6 +78,11 @@ type Store struct {
 	onRetry RetryObserver
 	// replication makes writes wait for replicas (replication.go).
 	replication replication
+	// marksLeases is set on a bucket of the sharded layout: each lease id
+	// it grants carries leaseByte, the bucket's number, as its first byte,
+	// so that calls naming the lease alone find the bucket (sharded.go).
+	marksLeases bool
+	leaseByte   byte
 }
 
 var _ store.RoutingStore = (*Store)(nil)
@@ -117,6 +122,13 @@ func newFromClient(client valkey.Client, prefix string, testClock bool) (*Store,
 	if err != nil {
 		return nil, err
 	}
+	return onScripts(client, prefix, scripts, testClock), nil
+}
+
+// onScripts returns a store under prefix (already validated) that runs
+// scripts, a build of buildScripts(testClock): stores of one layout share
+// one build, which takes tens of milliseconds to make.
+func onScripts(client valkey.Client, prefix string, scripts map[store.Op]*script, testClock bool) *Store {
 	s := &Store{client: client, prefix: prefix, settleBudget: claimSettleBudget, mendEvery: mendEvery, scripts: scripts, testClock: testClock, results: newResultsCache(DefaultResultsCacheBytes),
 		routeLists: newRouteLists()}
 	for _, k := range declaredKeys(testClock) {
@@ -130,7 +142,7 @@ func newFromClient(client valkey.Client, prefix string, testClock bool) (*Store,
 		}
 		s.opKeys[op] = keys
 	}
-	return s, nil
+	return s
 }
 
 // ClockKey is the key under prefix through which tests move the clock of a
@@ -301,7 +313,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	n := min(max(in.Max, 0), maxGrants)
 	leases := make([]string, n)
 	for i := range leases {
-		leases[i] = newUUID()
+		leases[i] = s.newLeaseID()
 	}
 	c, err := s.admitted(s.newWrite(in.RunnerID, claimArgs{Runner: in.RunnerID, Owner: in.Owner, Device: string(device),
 		LeaseMs: in.LeaseMs, WindowMs: protocol.AwaitingPayloadMs, Max: n, SettleBudget: s.settleBudget, Touch: in.Touch,
@@ -779,10 +791,27 @@ func (s *Store) Runners(ctx context.Context, limit int) ([]store.Presence, error
 	})
 }
 
+// newLeaseID returns a fresh lease id: a random UUID, whose first byte
+// names the store's bucket when it is one (marksLeases).
+func (s *Store) newLeaseID() string {
+	if !s.marksLeases {
+		return newUUID()
+	}
+	return uuidStartingWith(s.leaseByte, true)
+}
+
 // newUUID returns a random lowercase UUID (version 4) from crypto/rand.
-func newUUID() string {
+func newUUID() string { return uuidStartingWith(0, false) }
+
+// uuidStartingWith returns a random lowercase UUID (version 4) from
+// crypto/rand, its first byte set to first when set is true: still a
+// version-4 UUID, with 120 random bits instead of 122.
+func uuidStartingWith(first byte, set bool) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	if set {
+		b[0] = first
+	}
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	const hexd = "0123456789abcdef"

@@ -1,0 +1,211 @@
+package valkey
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/byollm/relayd/internal/valkeytest"
+	"github.com/byollm/relayd/protocol"
+	"github.com/byollm/relayd/ratelimit/limitertest"
+	"github.com/byollm/relayd/store"
+	"github.com/byollm/relayd/store/storetest"
+)
+
+// shardedHarness builds an empty sharded store of n buckets under a
+// fresh prefix, its clocks pinned together, the contract's protocol-"0"
+// site as the relay's. With together, every site lives in bucket n-1
+// (not 0, so that lease ids name a bucket no zero byte could stand for);
+// else each in its hash's, which keeps the contract's two sites apart.
+func shardedHarness(t *testing.T, client valkey.Client, n int, together bool) storetest.Harness {
+	s := newShardedTestStore(t, client, n)
+	if together {
+		s.place = func(string) int { return n - 1 }
+	} else if s.BucketOf(storetest.Site) == s.BucketOf(storetest.OtherSite) {
+		t.Fatalf("with %d buckets the contract's sites share one", n)
+	}
+	c, err := ShardedTestClockOf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Pin(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	legacy := func(p store.Proto) func(t *testing.T, id, site, owner, kind string) {
+		return func(t *testing.T, id, site, owner, kind string) {
+			writeLegacyJob(t, s.site(site), p, id, site, owner, kind)
+		}
+	}
+	return storetest.Harness{
+		Store: s,
+		Advance: func(t *testing.T, d time.Duration) {
+			if err := c.Advance(t.Context(), d); err != nil {
+				t.Fatal(err)
+			}
+		},
+		Allow:                limitertest.Allower(s.Limiter),
+		WriteUnparseableJob:  legacy(store.Proto0),
+		WriteUnparseableJob2: legacy(store.Proto2),
+		SitesApart:           !together,
+	}
+}
+
+func newShardedTestStore(t testing.TB, client valkey.Client, n int) *Sharded {
+	t.Helper()
+	s, err := NewShardedForTest(t.Context(), client, valkeytest.Prefix(t), Sharding{Buckets: n, Proto0Site: storetest.Site})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestContractSharded runs the whole store contract on the sharded
+// layout over a standalone server, twice: the contract's sites in one
+// bucket, where every case holds as written, and in two, where the cases
+// reading across sites take their per-bucket forms (SitesApart).
+func TestContractSharded(t *testing.T) {
+	srv := valkeytest.Start(t)
+	client := srv.Client(t)
+	t.Run("OneBucket", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) storetest.Harness { return shardedHarness(t, client, 4, true) })
+	})
+	t.Run("Apart", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) storetest.Harness { return shardedHarness(t, client, 4, false) })
+	})
+}
+
+// TestContractShardedCluster runs both on a three-primary cluster, where
+// the groups of one store live on different primaries.
+func TestContractShardedCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster start-up skipped in -short mode")
+	}
+	if raceEnabled {
+		// As TestContractCluster: make test runs this in its non-race pass.
+		t.Skip("the cluster run of the contract is in make test's non-race pass")
+	}
+	srv := valkeytest.StartCluster(t)
+	client := srv.Client(t)
+	t.Run("OneBucket", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) storetest.Harness { return shardedHarness(t, client, 6, true) })
+	})
+	t.Run("Apart", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) storetest.Harness { return shardedHarness(t, client, 6, false) })
+	})
+}
+
+// threeSites is a sharded store of three buckets, site "s<i>" in bucket i,
+// its clocks pinned, and a protocol-"2" stub maker for it.
+func threeSites(t *testing.T) (*Sharded, *ShardedTestClock, func(site, id string) protocol.JobStub) {
+	t.Helper()
+	s := newShardedTestStore(t, valkeytest.Shared(t).Client(t), 3)
+	s.place = func(site string) int { return int(site[1] - '0') }
+	c, err := ShardedTestClockOf(s)
+	require.NoError(t, err)
+	require.NoError(t, c.Pin(t.Context()))
+	now, err := s.Now(t.Context())
+	require.NoError(t, err)
+	stub := func(site, id string) protocol.JobStub {
+		return protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: "alice", Site: site, Audience: "team",
+			SizeClass: "small", DeadlineAt: now + time.Hour.Milliseconds()}
+	}
+	return s, c, stub
+}
+
+func claim2Input(runner string, max int, sites ...string) store.ClaimInput {
+	in := store.ClaimInput{Proto: store.Proto2, RunnerID: runner, Owner: "alice", Device: testDevice,
+		Kinds: []string{protocol.KindGenerate}, Max: max, LeaseMs: 30_000}
+	for _, site := range sites {
+		in.Routes = append(in.Routes, store.Route{SiteID: site, Owner: "alice"})
+	}
+	return in
+}
+
+// TestShardedLeasesNameTheirBucket: a grant's lease id is a UUIDv4 whose
+// first byte is its bucket, so that calls naming the lease alone go
+// straight there; a lease naming no bucket is not found, and lost.
+func TestShardedLeasesNameTheirBucket(t *testing.T) {
+	s, _, stub := threeSites(t)
+	ctx := t.Context()
+	for i, site := range []string{"s0", "s1", "s2"} {
+		_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: site, Proto: store.Proto2, Stub: stub(site, "j")})
+		require.NoError(t, err)
+		got, err := s.Claim(ctx, claim2Input("r", 1, site))
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Regexp(t, `^0`+strconv.Itoa(i)+`[0-9a-f]{6}-[0-9a-f]{4}-4`, got[0].Lease.ID)
+	}
+	forged := "ff000000-0000-4000-8000-000000000000"
+	_, err := s.Fetch(ctx, store.LeaseInput{Proto: store.Proto2, JobID: "j", RunnerID: "r", LeaseID: forged})
+	require.Equal(t, store.RefusedStaleLease, store.RefusalOf(err), "the runner holds a job of that id: its lease is stale")
+	_, err = s.Fetch(ctx, store.LeaseInput{Proto: store.Proto2, JobID: "nope", RunnerID: "r", LeaseID: forged})
+	require.Equal(t, store.RefusedNotFound, store.RefusalOf(err))
+	res, err := s.Renew(ctx, store.RenewInput{Proto: store.Proto2, RunnerID: "r", LeaseMs: 30_000,
+		Leases: []protocol.LeaseRef{{JobID: "j", LeaseID: forged}}})
+	require.NoError(t, err)
+	require.Empty(t, res.Renewed)
+	require.Len(t, res.Lost, 1)
+}
+
+// TestShardedClaimVisitsBucketsUntilMax: one claim over three buckets
+// takes from each in turn, stops at max, and a later one takes the rest.
+func TestShardedClaimVisitsBucketsUntilMax(t *testing.T) {
+	s, _, stub := threeSites(t)
+	ctx := t.Context()
+	for _, site := range []string{"s0", "s1", "s2"} {
+		for _, id := range []string{"a", "b"} {
+			_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: site, Proto: store.Proto2, Stub: stub(site, id)})
+			require.NoError(t, err)
+		}
+	}
+	got, err := s.Claim(ctx, claim2Input("r", 5, "s0", "s1", "s2"))
+	require.NoError(t, err)
+	require.Len(t, got, 5)
+	buckets := map[string]int{}
+	for _, c := range got {
+		buckets[c.Lease.ID[:2]]++
+	}
+	require.Len(t, buckets, 3, "every bucket gave")
+	rest, err := s.Claim(ctx, claim2Input("r", 5, "s0", "s1", "s2"))
+	require.NoError(t, err)
+	require.Len(t, rest, 1)
+}
+
+// TestShardedHeartbeatHearsCancelsOfEveryBucketItHolds: a runner's
+// heartbeat naming no grant still lists the cancel requests of each
+// bucket it was granted a job in (P2-ST14); once those jobs' deadlines
+// are well past, the bucket leaves the runner's list.
+func TestShardedHeartbeatHearsCancelsOfEveryBucketItHolds(t *testing.T) {
+	s, c, stub := threeSites(t)
+	ctx := t.Context()
+	for _, site := range []string{"s1", "s2"} {
+		_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: site, Proto: store.Proto2, Stub: stub(site, "j"+site)})
+		require.NoError(t, err)
+	}
+	got, err := s.Claim(ctx, claim2Input("r", 2, "s1", "s2"))
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	for _, site := range []string{"s1", "s2"} {
+		ok, err := s.Cancel(ctx, store.CancelInput{SiteID: site, JobID: "j" + site})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	hb, err := s.Heartbeat(ctx, store.HeartbeatInput{Proto: store.Proto2, RunnerID: "r", Serving: true, LeaseMs: 30_000})
+	require.NoError(t, err)
+	var ids []string
+	for _, g := range hb.Cancel {
+		ids = append(ids, g.JobID)
+	}
+	require.ElementsMatch(t, []string{"js1", "js2"}, ids)
+
+	held, err := s.heldBuckets(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 2}, held)
+	require.NoError(t, c.Advance(ctx, time.Hour+2*time.Duration(heldMarginMs)*time.Millisecond))
+	held, err = s.heldBuckets(ctx, "r")
+	require.NoError(t, err)
+	require.Empty(t, held, "kept until the deadline and the margin, then let go")
+}

@@ -1,0 +1,116 @@
+package valkey
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// The sharded layout (docs/sharding.md) spreads one keyspace over many
+// hash tags, all made from the one tag of the configured prefix by
+// rewriting its inner text: Cluster hashes only what lies between the
+// first "{" and the next "}", so appending to a prefix that holds a tag
+// would put every group in the tag's one slot.
+
+// MaxBuckets bounds the sharded layout's buckets: a lease id names its
+// bucket in one byte.
+const MaxBuckets = 256
+
+// DefaultBuckets is the sharded layout's number of buckets: many times
+// the primaries of any cluster it is meant for (up to a dozen), so that
+// moving slots rebalances buckets without splitting one.
+const DefaultBuckets = 48
+
+// taggedPrefix is a prefix cut around its one hash tag.
+type taggedPrefix struct{ before, inner, after string }
+
+// splitTag cuts prefix around its hash tag, refusing a prefix with no
+// tag or with more than one brace pair: the sharded layout rewrites the
+// tag, and a second pair would leave which text Cluster hashes to
+// whoever reads the key.
+func splitTag(prefix string) (taggedPrefix, error) {
+	if err := ValidatePrefix(prefix); err != nil {
+		return taggedPrefix{}, err
+	}
+	open := strings.IndexByte(prefix, '{')
+	end := open + 1 + strings.IndexByte(prefix[open+1:], '}')
+	t := taggedPrefix{before: prefix[:open], inner: prefix[open+1 : end], after: prefix[end+1:]}
+	if strings.ContainsAny(t.inner, "{") || strings.ContainsAny(t.before+t.after, "{}") {
+		return taggedPrefix{}, fmt.Errorf("valkey store: key prefix %q has more than one brace pair; the sharded layout needs exactly one hash tag, e.g. %q", prefix, DefaultPrefix)
+	}
+	return t, nil
+}
+
+// with returns the prefix with its tag's inner text followed by suffix.
+func (t taggedPrefix) with(suffix string) string {
+	return t.before + "{" + t.inner + suffix + "}" + t.after
+}
+
+// bucketPrefix is the prefix of bucket i: a site's jobs and listings.
+func (t taggedPrefix) bucketPrefix(i int) string { return t.with(".b" + strconv.Itoa(i)) }
+
+// runnerPrefix is the prefix of runner group i: protocol-"2" presences,
+// rate buckets and the buckets each runner holds grants in.
+func (t taggedPrefix) runnerPrefix(i int) string { return t.with(".r" + strconv.Itoa(i)) }
+
+// globalPrefix holds what is one for the whole keyspace: pending
+// pairings and the index of runners.
+func (t taggedPrefix) globalPrefix() string { return t.with(".g") }
+
+// shardOf places a name (a site or a runner id) in one of n groups.
+func shardOf(name string, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name)) // a hash never fails to write
+	return int(h.Sum32() % uint32(n))
+}
+
+// layoutMarker is what the record-format marker of a sharded keyspace
+// holds: the record format, the layout and its bucket count. It is not
+// plain digits, so every one-slot relay, older ones included, refuses to
+// start on it (readableFormat).
+func layoutMarker(buckets int) string {
+	return recordFormat + "/sharded/" + strconv.Itoa(buckets)
+}
+
+// claimLayout writes ARGV[1] to the marker when it has none and returns
+// what the marker then holds.
+var claimLayout = valkey.NewLuaScript(`
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+`)
+
+// checkLayout claims the keyspace under prefix for the sharded layout of
+// buckets, or refuses it when its marker names another layout or another
+// bucket count. The marker sits at the configured prefix itself, where a
+// one-slot relay started on the same prefix reads it and refuses too.
+func checkLayout(ctx context.Context, client valkey.Client, prefix string, buckets int) error {
+	key, want := FormatKey(prefix), layoutMarker(buckets)
+	found, err := claimLayout.Exec(ctx, client, []string{key}, []string{want}).ToString()
+	if err != nil {
+		return fmt.Errorf("valkey store: reading the record format marker %s: %w", key, err)
+	}
+	return shardedReadable(key, found, buckets)
+}
+
+// shardedReadable accepts a marker written by this layout with this
+// bucket count.
+func shardedReadable(key, found string, buckets int) error {
+	if found == layoutMarker(buckets) {
+		return nil
+	}
+	format, rest, sharded := strings.Cut(found, "/sharded/")
+	switch {
+	case !sharded:
+		return fmt.Errorf("valkey store: %s names record format %q of the one-slot layout; the sharded layout starts on a fresh key prefix and never converts one (docs/operations.md); refusing to start", key, found)
+	case rest != strconv.Itoa(buckets):
+		return fmt.Errorf("valkey store: %s names the sharded layout with %s buckets, not %d; refusing to start: set --valkey-buckets %s", key, rest, buckets, rest)
+	default:
+		return fmt.Errorf("valkey store: %s names record format %q, which this relay (record format %q) cannot read; refusing to start", key, format, recordFormat)
+	}
+}
