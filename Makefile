@@ -31,7 +31,7 @@ test:
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 40m ./...
-	$(GO) test -count=1 -run '^(TestContractRedis|TestContractCluster)$$' ./store/valkey/
+	$(GO) test -count=1 -run '^(TestContractRedis|TestContractCluster|TestContractShardedCluster)$$' ./store/valkey/
 
 ## test-short: the tests without the race detector, for a quick loop
 test-short:

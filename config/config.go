@@ -157,6 +157,7 @@ type Valkey = backend.ValkeyOptions
 func (c Config) StoreValkeyOptions() backend.ValkeyOptions {
 	o := c.Valkey
 	o.Timeout = c.StoreTimeout
+	o.Proto0Site = c.SiteID
 	o.ResultsCacheBytes = c.ResultsCacheBytes
 	if o.ResultsCacheBytes == 0 {
 		o.ResultsCacheBytes = -1 // the store reads zero as its default
@@ -238,6 +239,8 @@ func flagSet(c *Config) *flag.FlagSet {
 	fs.BoolVar(&c.Valkey.Cluster, "valkey-cluster", false, "the addresses are Valkey Cluster seed nodes")
 	fs.Int64Var(&c.ResultsCacheBytes, "results-cache-bytes", backend.DefaultResultsCacheBytes, "bytes this replica may spend caching the sites' rendered results listings (valkey store), least recently polled first to go; 0 caches nothing")
 	fs.StringVar(&c.Valkey.Prefix, "valkey-prefix", backend.DefaultValkeyPrefix, "key prefix for this relay's routing state; must hold a {hash tag}, and replicas sharing it share state")
+	fs.StringVar(&c.Valkey.Layout, "valkey-layout", backend.LayoutOneSlot, "how the routing state is laid out over hash tags: one-slot (one primary carries it all) or sharded (sites spread over --valkey-buckets buckets, so a cluster's primaries share the work; a fresh --valkey-prefix, never converted, docs/sharding.md)")
+	fs.IntVar(&c.Valkey.Buckets, "valkey-buckets", backend.DefaultBuckets, "buckets of the sharded layout, fixed when its keyspace is made; many times the cluster's primaries")
 	fs.IntVar(&c.Valkey.WaitReplicas, "valkey-wait-replicas", 0, "make every write wait (WAIT) until this many Valkey replicas have it, so a failover loses no acknowledged claim, enqueue or result; 0 waits for none (asynchronous replication, as Valkey's default)")
 	fs.DurationVar(&c.Valkey.WaitTimeout, "valkey-wait-timeout", backend.DefaultWaitTimeout, "longest a write waits for --valkey-wait-replicas; one not confirmed in time is retried within --store-timeout, then answered 503")
 	return fs
@@ -336,6 +339,15 @@ func (c Config) Validate() error {
 		}
 		if c.Valkey.Cluster && c.Valkey.SentinelMaster != "" {
 			errs = append(errs, errors.New("--valkey-cluster and --valkey-sentinel-master cannot both be set"))
+		}
+		switch c.Valkey.Layout {
+		case backend.LayoutOneSlot:
+		case backend.LayoutSharded:
+			if c.Valkey.Buckets < 1 || c.Valkey.Buckets > backend.MaxBuckets {
+				errs = append(errs, fmt.Errorf("--valkey-buckets %d: want 1 to %d", c.Valkey.Buckets, backend.MaxBuckets))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("unknown --valkey-layout %q (want %s or %s)", c.Valkey.Layout, backend.LayoutOneSlot, backend.LayoutSharded))
 		}
 		if c.Valkey.WaitReplicas < 0 {
 			errs = append(errs, fmt.Errorf("--valkey-wait-replicas %d: want 0 or more", c.Valkey.WaitReplicas))

@@ -40,6 +40,9 @@ type Valkey struct {
 	Cluster bool
 	// Prefix is the key prefix (with a hash tag); "" means relayd's default.
 	Prefix string
+	// Buckets, when positive, starts the replicas on the sharded layout
+	// with that many buckets (--valkey-layout sharded); 0 keeps one slot.
+	Buckets int
 }
 
 // Options describe a fleet of replicas.
@@ -152,6 +155,9 @@ func replicaArgs(o Options, i int) []string {
 		}
 		if o.Valkey.Prefix != "" {
 			args = append(args, "--valkey-prefix", o.Valkey.Prefix)
+		}
+		if o.Valkey.Buckets > 0 {
+			args = append(args, "--valkey-layout", "sharded", "--valkey-buckets", strconv.Itoa(o.Valkey.Buckets))
 		}
 	}
 	if o.LeaseMs > 0 {

@@ -27,13 +27,16 @@ import (
 // runs twice under a live lease. The replica then comes back on the same
 // address and takes work again.
 func TestKill9_ClientsRetryElsewhereAndNothingIsLostOrRunTwice(t *testing.T) {
-	eachProtocol(t, testKill9)
+	eachProtocol(t, func(t *testing.T, proto string) { testKill9(t, proto, rigOptions{}) })
 }
 
-func testKill9(t *testing.T, proto string) {
+// testKill9 runs the kill -9 test on the rig o describes (its fleet's
+// lease and sweep are the test's).
+func testKill9(t *testing.T, proto string, o rigOptions) {
 	// Short leases so that a grant orphaned by the crash (its claim ran,
 	// its answer died with the replica) comes back quickly.
-	r := protoRig(t, proto, rigOptions{fleet: fleet.Options{LeaseMs: 3000, SweepInterval: 200 * time.Millisecond}})
+	o.fleet = fleet.Options{LeaseMs: 3000, SweepInterval: 200 * time.Millisecond}
+	r := protoRig(t, proto, o)
 	run := r.startWorkload(workload.Config{Protocol: proto, Jobs: sizeFor(proto, faultJobs(t), 4), ReplayFraction: 0.1, StallTimeout: 30 * time.Second})
 
 	require.NoError(t, run.WaitCollected(r.ctx, atPercent(run, 30)))
@@ -63,10 +66,12 @@ func testKill9(t *testing.T, proto string) {
 // outages: one at a quiet point, where the whole routing state is compared
 // before and after, and one under load.
 func TestValkeyRestart_StateSurvivesAndRelaysRecoverByThemselves(t *testing.T) {
-	eachProtocol(t, testValkeyRestart)
+	eachProtocol(t, func(t *testing.T, proto string) { testValkeyRestart(t, proto, 0) })
 }
 
-func testValkeyRestart(t *testing.T, proto string) {
+// testValkeyRestart runs the restart test on a layout: one slot, or
+// sharded over that many buckets.
+func testValkeyRestart(t *testing.T, proto string, buckets int) {
 	srv := valkeytest.StartWith(t, valkeytest.Options{Persist: true})
 	if !srv.CanRestart() {
 		t.Skip("this test stops and restarts Valkey, which it cannot do to a server it did not start (VALKEY_ADDR)")
@@ -79,7 +84,7 @@ func testValkeyRestart(t *testing.T, proto string) {
 	// A 10 s lease: a claim that ran just as Valkey died, whose answer was
 	// lost, leaves a grant nobody knows of; it comes back when the lease
 	// lapses.
-	r := protoRig(t, proto, rigOptions{valkey: srv, spares: 1, fleet: fleet.Options{LeaseMs: 10_000, SweepInterval: 200 * time.Millisecond}})
+	r := protoRig(t, proto, rigOptions{valkey: srv, spares: 1, buckets: buckets, fleet: fleet.Options{LeaseMs: 10_000, SweepInterval: 200 * time.Millisecond}})
 	urls := r.fleet.PublicURLs()
 	st := r.store()
 	pids := map[int]int{}

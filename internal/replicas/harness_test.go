@@ -69,6 +69,8 @@ type rig struct {
 	prefix string
 	fx     *fleet.Fixture
 	fleet  *fleet.Fleet
+	// buckets is the sharded layout's, or 0 for one slot.
+	buckets int
 }
 
 type rigOptions struct {
@@ -84,6 +86,8 @@ type rigOptions struct {
 	extraSites int
 	// fleet supplies lease, sweep, shutdown and per-replica flags.
 	fleet fleet.Options
+	// buckets, when positive, runs the replicas on the sharded layout.
+	buckets int
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -107,13 +111,13 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	t.Cleanup(cancel)
 	fx, err := fleet.WriteFixture(t.TempDir(), fleet.FixtureOptions{Devices: daemonCount(t), Owners: o.owners, Spares: o.spares, ExtraSites: o.extraSites})
 	require.NoError(t, err)
-	r := &rig{t: t, ctx: ctx, valkey: o.valkey, prefix: valkeytest.Prefix(t), fx: fx}
+	r := &rig{t: t, ctx: ctx, valkey: o.valkey, prefix: valkeytest.Prefix(t), fx: fx, buckets: o.buckets}
 	fo := o.fleet
 	fo.Replicas, fo.Fixture, fo.SiteID = o.replicas, fx.Path, fx.SiteID
 	// These tests are about routing; the per-caller and per-site rate
 	// limits (which the workload obeys) would only slow them down.
 	fo.Args = append([]string{"--rate-limit", "0", "--site-rate-limit", "0"}, fo.Args...)
-	fo.Valkey = fleet.Valkey{Addrs: o.valkey.Addrs, Cluster: o.valkey.Cluster, Prefix: r.prefix}
+	fo.Valkey = fleet.Valkey{Addrs: o.valkey.Addrs, Cluster: o.valkey.Cluster, Prefix: r.prefix, Buckets: o.buckets}
 	r.fleet = fleet.StartForTest(t, fo)
 	return r
 }
@@ -122,7 +126,14 @@ func newRig(t *testing.T, o rigOptions) *rig {
 // racing them with explicit sweeps.
 func (r *rig) store() store.RoutingStore {
 	r.t.Helper()
-	st, err := valkey.New(r.ctx, valkey.Options{Addrs: r.valkey.Addrs, Cluster: r.valkey.Cluster, KeyPrefix: r.prefix})
+	o := valkey.Options{Addrs: r.valkey.Addrs, Cluster: r.valkey.Cluster, KeyPrefix: r.prefix}
+	var st store.RoutingStore
+	var err error
+	if r.buckets > 0 {
+		st, err = valkey.NewSharded(r.ctx, o, valkey.Sharding{Buckets: r.buckets, Proto0Site: r.fx.SiteID})
+	} else {
+		st, err = valkey.New(r.ctx, o)
+	}
 	require.NoError(r.t, err)
 	r.t.Cleanup(func() { _ = st.Close() })
 	return st

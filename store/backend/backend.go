@@ -5,6 +5,7 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -54,7 +55,29 @@ type ValkeyOptions struct {
 	// replicas; see valkey.Options.WaitReplicas. Zero waits for none.
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// Layout is LayoutOneSlot (the default when empty) or LayoutSharded
+	// (docs/sharding.md): a site's jobs in one of Buckets buckets (0 means
+	// DefaultBuckets), protocol "0" whole in the bucket of Proto0Site.
+	Layout     string
+	Buckets    int
+	Proto0Site string
 }
+
+// The Valkey key layouts.
+const (
+	// LayoutOneSlot keeps every key under the prefix's one hash tag: one
+	// primary carries the keyspace.
+	LayoutOneSlot = "one-slot"
+	// LayoutSharded spreads sites over buckets of their own hash tags,
+	// so that a cluster's primaries share the work.
+	LayoutSharded = "sharded"
+)
+
+// DefaultBuckets is the sharded layout's number of buckets.
+const DefaultBuckets = valkey.DefaultBuckets
+
+// MaxBuckets bounds the sharded layout's number of buckets.
+const MaxBuckets = valkey.MaxBuckets
 
 // DefaultWaitTimeout is the Valkey store's bound on a write's wait for its
 // replicas.
@@ -152,17 +175,37 @@ func limiter(rate ratelimit.Rate, build func(ratelimit.Rate) (ratelimit.Limiter,
 // not answer at start fails the start with a clear error, which a process
 // supervisor retries; an outage after start is answered with 503s and the
 // relay recovers by itself when the server returns.
-func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger, onRetry func(store.Op, string)) (*valkey.Store, error) {
+// valkeyStore is what both Valkey layouts give the backend.
+type valkeyStore interface {
+	store.RoutingStore
+	Pairings() store.Pairings
+	Limiter(ratelimit.Rate) (ratelimit.Limiter, error)
+	ResultsCacheCounts() valkey.ResultsCacheCounts
+}
+
+func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger, onRetry func(store.Op, string)) (valkeyStore, error) {
 	opts := c.reach()
 	opts.KeyPrefix, opts.ResultsCacheBytes, opts.OnRetry, opts.Logger = c.Prefix, c.ResultsCacheBytes, onRetry, logger
 	opts.WaitReplicas, opts.WaitTimeout = c.WaitReplicas, c.WaitTimeout
-	st, err := valkey.New(ctx, opts)
+	var (
+		st  valkeyStore
+		err error
+	)
+	switch c.Layout {
+	case "", LayoutOneSlot:
+		st, err = valkey.New(ctx, opts)
+	case LayoutSharded:
+		st, err = valkey.NewSharded(ctx, opts, valkey.Sharding{Buckets: c.Buckets, Proto0Site: c.Proto0Site})
+	default:
+		err = fmt.Errorf("unknown layout %q (want %s or %s)", c.Layout, LayoutOneSlot, LayoutSharded)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open valkey store: %w", err)
 	}
 	if logger != nil {
 		logger.Info("valkey store", slog.Any("addrs", c.Addrs), slog.Bool("cluster", c.Cluster),
-			slog.String("sentinel_master", c.SentinelMaster), slog.String("prefix", c.Prefix))
+			slog.String("sentinel_master", c.SentinelMaster), slog.String("prefix", c.Prefix),
+			slog.String("layout", cmp.Or(c.Layout, LayoutOneSlot)), slog.Int("buckets", c.Buckets))
 	}
 	return st, nil
 }
