@@ -34,8 +34,9 @@ func main() {
 		scenarios  = flag.String("scenarios", "lifecycle,limit,depth", "comma-separated: lifecycle, limit, depth, capacity (the store driven directly on loopback clusters of --primaries, started by the run)")
 		primaries  = flag.String("primaries", "1,3", "cluster sizes for the capacity scenario")
 		capSites   = flag.Int("capacity-sites", 64, "sites the capacity scenario's workers route through, round robin")
-		capLayouts = flag.String("capacity-layouts", bench.LayoutOneSlot, "comma-separated layouts the capacity scenario runs on each cluster size: "+bench.LayoutOneSlot+", "+bench.LayoutBucketsBound+" (the bound of a site-sharded layout: independent buckets, docs/sharding.md)")
-		capBuckets = flag.Int("capacity-buckets", 48, "buckets of the "+bench.LayoutBucketsBound+" layout")
+		capLayouts = flag.String("capacity-layouts", bench.LayoutOneSlot, "comma-separated layouts the capacity scenario runs on each cluster size: "+bench.LayoutOneSlot+", "+bench.LayoutSharded+" (--valkey-layout sharded, docs/sharding.md), "+bench.LayoutBucketsBound+" (the bound of a site-sharded layout: independent buckets)")
+		capBuckets = flag.Int("capacity-buckets", 48, "buckets of the "+bench.LayoutBucketsBound+" and "+bench.LayoutSharded+" layouts")
+		capProto   = flag.Int("capacity-protocol", 0, "protocol of the capacity scenario's per-job mix, 0 or 2; the "+bench.LayoutSharded+" layout always runs 2")
 		jsonOnly   = flag.Bool("json", false, "print only the JSON result lines, no progress on stderr")
 		storesFlag = flag.String("stores", "", `comma-separated lifecycle targets, run in this order: reference (the published @byollm/relay 0.1.1 under Node, --protocol 2 only), memory, valkey (default: memory, and valkey when --valkey-addr is set)`)
 		rounds     = flag.Int("rounds", 1, "run every lifecycle target this many times, alternating, so a noisy machine weighs on all of them alike")
@@ -68,7 +69,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err = profiled(*loadProf, func() error {
-		return run(ctx, options{primaries: ints(*primaries), capacitySites: *capSites, capacityLayouts: split(*capLayouts), capacityBuckets: *capBuckets, quiet: *jsonOnly,
+		return run(ctx, options{primaries: ints(*primaries), capacitySites: *capSites, capacityLayouts: split(*capLayouts), capacityBuckets: *capBuckets, capacityProtocol: *capProto, quiet: *jsonOnly,
 			relayd: *relayd, valkeyAddr: *valkeyAddr, scenarios: split(*scenarios), stores: stores, rounds: *rounds, jobs: *jobs, daemons: *daemons, protocol: *proto,
 			reference: bench.Reference{Node: *node, InteropDir: *interopDir},
 			siteConc:  *siteConc, prefill: *prefill, replicas: ints(*replicas), depths: ints(*depths), depthJobs: *depthJobs,
@@ -101,20 +102,20 @@ func profiled(path string, f func() error) error {
 }
 
 type options struct {
-	relayd, valkeyAddr, plotPath, cpuProfile string
-	protocol                                 string
-	scenarios, stores                        []string
-	rounds                                   int
-	reference                                bench.Reference
-	jobs, daemons, siteConc, prefill         int
-	replicas, depths                         []int
-	depthJobs, clients, requests             int
-	satWorkers, satSeconds, maxProcs         int
-	loadedReplicas                           int
-	primaries                                []int
-	capacitySites, capacityBuckets           int
-	capacityLayouts                          []string
-	quiet                                    bool
+	relayd, valkeyAddr, plotPath, cpuProfile         string
+	protocol                                         string
+	scenarios, stores                                []string
+	rounds                                           int
+	reference                                        bench.Reference
+	jobs, daemons, siteConc, prefill                 int
+	replicas, depths                                 []int
+	depthJobs, clients, requests                     int
+	satWorkers, satSeconds, maxProcs                 int
+	loadedReplicas                                   int
+	primaries                                        []int
+	capacitySites, capacityBuckets, capacityProtocol int
+	capacityLayouts                                  []string
+	quiet                                            bool
 }
 
 func run(ctx context.Context, o options) error {
@@ -273,22 +274,19 @@ func runLimit(ctx context.Context, o options, best float64, logf func(string, ..
 // the first's of the same layout.
 func runCapacity(ctx context.Context, o options, logf func(string, ...any)) error {
 	for _, layout := range o.capacityLayouts {
-		buckets := 0
-		switch layout {
-		case bench.LayoutOneSlot:
-		case bench.LayoutBucketsBound:
-			if o.capacityBuckets < 1 {
-				return fmt.Errorf("capacity: --capacity-buckets %d: the %s layout needs at least one", o.capacityBuckets, layout)
-			}
-			buckets = o.capacityBuckets
-		default:
-			return fmt.Errorf("capacity: unknown layout %q (want %s or %s)", layout, bench.LayoutOneSlot, bench.LayoutBucketsBound)
+		co := bench.CapacityOptions{Workers: o.satWorkers, Sites: o.capacitySites, Layout: layout, Protocol: o.capacityProtocol,
+			Duration: time.Duration(o.satSeconds) * time.Second}
+		if layout != bench.LayoutOneSlot {
+			co.Buckets = o.capacityBuckets
+		}
+		if layout == bench.LayoutSharded {
+			co.Protocol = 2
 		}
 		var first float64
 		for _, n := range o.primaries {
-			logf("capacity: %s layout, %d primaries, %d workers over %d sites for %d s", layout, n, o.satWorkers, o.capacitySites, o.satSeconds)
-			c, err := bench.MeasureCapacity(ctx, bench.CapacityOptions{Primaries: n, Workers: o.satWorkers, Sites: o.capacitySites,
-				Buckets: buckets, Duration: time.Duration(o.satSeconds) * time.Second})
+			co.Primaries = n
+			logf("capacity: %s layout, protocol %d, %d primaries, %d workers over %d sites for %d s", layout, co.Protocol, n, o.satWorkers, o.capacitySites, o.satSeconds)
+			c, err := bench.MeasureCapacity(ctx, co)
 			if err != nil {
 				return err
 			}

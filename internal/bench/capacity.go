@@ -29,6 +29,11 @@ const LayoutOneSlot = "one-slot"
 // can only do worse than this.
 const LayoutBucketsBound = "buckets-bound"
 
+// LayoutSharded is the store's site-sharded layout (docs/sharding.md,
+// --valkey-layout sharded): buckets of sites, runner groups and a global
+// tag on one cluster client, a claim over the buckets of its routes.
+const LayoutSharded = "sharded"
+
 // CapacityOptions configures one run of the capacity scenario.
 type CapacityOptions struct {
 	// Primaries is the size of the loopback cluster the run starts.
@@ -38,9 +43,13 @@ type CapacityOptions struct {
 	Workers, Sites int
 	// Duration is how long the workers run.
 	Duration time.Duration
-	// Buckets, when above 0, runs LayoutBucketsBound with that many
-	// buckets instead of LayoutOneSlot.
+	// Layout is LayoutOneSlot (when empty), LayoutBucketsBound or
+	// LayoutSharded; Buckets is the bucket count of the last two.
+	Layout  string
 	Buckets int
+	// Protocol is the mix's protocol, 0 or 2 (saturateWorkerOf).
+	// LayoutSharded runs "2" only: its protocol-"0" state is one bucket.
+	Protocol int
 }
 
 // Capacity is what one layout on a number of primaries costs per job: the
@@ -52,6 +61,7 @@ type Capacity struct {
 	Scenario  string  `json:"scenario"`
 	Layout    string  `json:"layout"`
 	Buckets   int     `json:"buckets,omitempty"`
+	Protocol  string  `json:"protocol"`
 	Primaries int     `json:"primaries"`
 	Workers   int     `json:"workers"`
 	Sites     int     `json:"sites"`
@@ -74,21 +84,37 @@ type Capacity struct {
 
 // layout names the layout o runs.
 func (o CapacityOptions) layout() string {
-	if o.Buckets > 0 {
-		return LayoutBucketsBound
+	if o.Layout == "" {
+		return LayoutOneSlot
 	}
-	return LayoutOneSlot
+	return o.Layout
+}
+
+// check refuses options no run can take.
+func (o CapacityOptions) check() error {
+	switch {
+	case o.Workers < 1 || o.Sites < 1:
+		return errors.New("capacity: at least one worker and one site are needed")
+	case o.Protocol != 0 && o.Protocol != 2:
+		return fmt.Errorf("capacity: protocol %d (want 0 or 2)", o.Protocol)
+	case o.layout() == LayoutOneSlot:
+		return nil
+	case o.layout() != LayoutBucketsBound && o.layout() != LayoutSharded:
+		return fmt.Errorf("capacity: unknown layout %q (want %s, %s or %s)", o.Layout, LayoutOneSlot, LayoutBucketsBound, LayoutSharded)
+	case o.Buckets < 1:
+		return fmt.Errorf("capacity: the %s layout needs at least one bucket, not %d", o.Layout, o.Buckets)
+	case o.layout() == LayoutSharded && o.Protocol != 2:
+		return errors.New("capacity: the sharded layout keeps protocol \"0\" in one bucket: run it with protocol 2")
+	}
+	return nil
 }
 
 // MeasureCapacity starts a loopback cluster of o.Primaries from the server
 // binary on PATH, runs the per-job mix against it for o.Duration, and stops
 // it.
 func MeasureCapacity(ctx context.Context, o CapacityOptions) (Capacity, error) {
-	if o.Workers < 1 || o.Sites < 1 {
-		return Capacity{}, errors.New("capacity: at least one worker and one site are needed")
-	}
-	if o.Buckets < 0 {
-		return Capacity{}, fmt.Errorf("capacity: %d buckets", o.Buckets)
+	if err := o.check(); err != nil {
+		return Capacity{}, err
 	}
 	dir, err := os.MkdirTemp("", "relaybench-capacity-")
 	if err != nil {
@@ -100,7 +126,7 @@ func MeasureCapacity(ctx context.Context, o CapacityOptions) (Capacity, error) {
 		return Capacity{}, fmt.Errorf("capacity: %w", err)
 	}
 	defer cluster.Close()
-	stores, closeStores, err := openCapacityStores(ctx, cluster.Addrs, o.Buckets)
+	stores, closeStores, err := openCapacityStores(ctx, cluster.Addrs, o)
 	if err != nil {
 		return Capacity{}, err
 	}
@@ -108,16 +134,25 @@ func MeasureCapacity(ctx context.Context, o CapacityOptions) (Capacity, error) {
 	return driveCapacity(ctx, o, stores, cluster.Addrs)
 }
 
-// openCapacityStores opens the one store of LayoutOneSlot, or, for
+// openCapacityStores opens the one store of LayoutOneSlot or
+// LayoutSharded (which routes each site itself), or, for
 // LayoutBucketsBound, one store per bucket, each under its own hash tag,
-// all on one cluster client as a sharded layout would be (a client per
+// all on one cluster client as the sharded layout has them (a client per
 // bucket would batch fewer calls per write and cost the servers more).
 // The closer it returns closes them all.
-func openCapacityStores(ctx context.Context, addrs []string, buckets int) ([]store.RoutingStore, func(), error) {
+func openCapacityStores(ctx context.Context, addrs []string, o CapacityOptions) ([]store.RoutingStore, func(), error) {
+	if o.layout() == LayoutSharded {
+		b, err := backend.Open(ctx, backend.Options{Kind: backend.Valkey, Valkey: backend.ValkeyOptions{Addrs: addrs, Cluster: true,
+			Prefix: "capacity:{relayd}:", Layout: backend.LayoutSharded, Buckets: o.Buckets}})
+		if err != nil {
+			return nil, nil, fmt.Errorf("capacity: opening the store: %w", err)
+		}
+		return []store.RoutingStore{b.Store}, func() { _ = b.Store.Close() }, nil
+	}
 	prefixes := []string{"capacity:{relayd}:"}
-	if buckets > 0 {
+	if o.layout() == LayoutBucketsBound {
 		prefixes = prefixes[:0]
-		for i := range buckets {
+		for i := range o.Buckets {
 			prefixes = append(prefixes, "capacity:{b"+strconv.Itoa(i)+"}:")
 		}
 	}
@@ -147,7 +182,7 @@ func driveCapacity(ctx context.Context, o CapacityOptions, stores []store.Routin
 	var jobs atomic.Int64
 	elapsed, err := runFor(ctx, o.Workers, o.Duration, func(ctx context.Context, w int) error {
 		site := "site-capacity-" + strconv.Itoa(w%o.Sites)
-		return saturateWorker(ctx, stores[bucketOf(site, len(stores))], site, w, &jobs)
+		return saturateWorkerOf(ctx, stores[bucketOf(site, len(stores))], store.Proto(o.Protocol), site, w, &jobs)
 	})
 	if err != nil {
 		return Capacity{}, fmt.Errorf("capacity: %w", err)
@@ -156,7 +191,7 @@ func driveCapacity(ctx context.Context, o CapacityOptions, stores []store.Routin
 	if err != nil {
 		return Capacity{}, err
 	}
-	c := Capacity{Scenario: "capacity", Layout: o.layout(), Buckets: o.Buckets, Primaries: o.Primaries, Workers: o.Workers, Sites: o.Sites,
+	c := Capacity{Scenario: "capacity", Layout: o.layout(), Buckets: o.Buckets, Protocol: strconv.Itoa(o.Protocol), Primaries: o.Primaries, Workers: o.Workers, Sites: o.Sites,
 		Seconds: elapsed.Seconds(), Jobs: jobs.Load()}
 	if c.Jobs == 0 {
 		return Capacity{}, errors.New("capacity: no job completed")

@@ -46,11 +46,25 @@ func TestCapacityOneSlotLayoutLoadsOnePrimary(t *testing.T) {
 // site-sharded layout on three primaries: the sites' buckets sit in slots
 // of different primaries, so more than one primary carries the work.
 func TestCapacityBucketsBoundSpreadsOverPrimaries(t *testing.T) {
+	requireSpread(t, CapacityOptions{Layout: LayoutBucketsBound, Primaries: 3, Workers: 6, Sites: 6, Buckets: 12, Duration: 300 * time.Millisecond})
+}
+
+// TestCapacityShardedSpreadsOverPrimaries: the store's sharded layout,
+// the protocol-"2" mix, spreads over the primaries as its bound does.
+func TestCapacityShardedSpreadsOverPrimaries(t *testing.T) {
+	requireSpread(t, CapacityOptions{Layout: LayoutSharded, Protocol: 2, Primaries: 3, Workers: 6, Sites: 6, Buckets: 12, Duration: 300 * time.Millisecond})
+}
+
+// requireSpread runs o and asserts that more than one primary carried a
+// fair share of the work.
+func requireSpread(t *testing.T, o CapacityOptions) {
+	t.Helper()
 	valkeytest.RequireBinary(t)
-	c, err := MeasureCapacity(t.Context(), CapacityOptions{Primaries: 3, Workers: 6, Sites: 6, Buckets: 12, Duration: 300 * time.Millisecond})
+	c, err := MeasureCapacity(t.Context(), o)
 	require.NoError(t, err)
-	require.Equal(t, LayoutBucketsBound, c.Layout)
+	require.Equal(t, o.Layout, c.Layout)
 	require.Equal(t, 12, c.Buckets)
+	require.Equal(t, strconv.Itoa(o.Protocol), c.Protocol)
 	require.Positive(t, c.Jobs)
 	loaded := 0
 	for _, us := range c.PrimaryCPUUsPerJob {
@@ -77,7 +91,11 @@ func TestBucketOfIsStableAndInRange(t *testing.T) {
 	require.Zero(t, bucketOf("any", 1))
 }
 
-func TestCapacityRefusesNegativeBuckets(t *testing.T) {
-	_, err := MeasureCapacity(t.Context(), CapacityOptions{Primaries: 1, Workers: 1, Sites: 1, Buckets: -1})
-	require.ErrorContains(t, err, "buckets")
+func TestCapacityRefusesWhatNoLayoutRuns(t *testing.T) {
+	_, err := MeasureCapacity(t.Context(), CapacityOptions{Layout: LayoutBucketsBound, Primaries: 1, Workers: 1, Sites: 1, Buckets: -1})
+	require.ErrorContains(t, err, "bucket")
+	_, err = MeasureCapacity(t.Context(), CapacityOptions{Layout: LayoutSharded, Primaries: 1, Workers: 1, Sites: 1, Buckets: 4})
+	require.ErrorContains(t, err, "protocol 2")
+	_, err = MeasureCapacity(t.Context(), CapacityOptions{Layout: "striped", Primaries: 1, Workers: 1, Sites: 1, Buckets: 4})
+	require.ErrorContains(t, err, "unknown layout")
 }

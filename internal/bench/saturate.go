@@ -135,17 +135,30 @@ func runFor(ctx context.Context, workers int, d time.Duration, work func(ctx con
 	return elapsed, <-errs
 }
 
-// saturateWorker routes jobs of its own owner through siteID until ctx
-// ends, counting the jobs whose every operation completed.
+// saturateWorker routes protocol-"0" jobs of its own owner through siteID
+// until ctx ends, counting the jobs whose every operation completed.
 func saturateWorker(ctx context.Context, st store.RoutingStore, siteID string, w int, jobs *atomic.Int64) error {
+	return saturateWorkerOf(ctx, st, store.Proto0, siteID, w, jobs)
+}
+
+// saturateWorkerOf is saturateWorker for either protocol. Protocol "0"
+// reads the runner's presence before each daemon call, as its codec
+// does; protocol "2" instead stamps it in each call's admission, as its
+// codec does (the projection says who a runner is).
+func saturateWorkerOf(ctx context.Context, st store.RoutingStore, p store.Proto, siteID string, w int, jobs *atomic.Int64) error {
 	runner := "saturate-runner-" + strconv.Itoa(w)
 	owner := "saturate-owner-" + strconv.Itoa(w)
 	// The identity only needs to decode as a key: envelopes name its key id.
 	identity := base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%-32s", runner)))
 	device := protocol.PublicIdentity{Identity: identity, Encryption: "enc-" + runner, EncryptionSig: "sig-" + runner}
 	deviceKeyID, _ := protocol.KeyIDOf(identity)
-	if _, err := st.Pair(ctx, store.PairInput{RunnerID: runner, Owner: owner, Device: device}); err != nil {
+	if _, err := st.Pair(ctx, store.PairInput{Proto: p, RunnerID: runner, Owner: owner, Device: device}); err != nil {
 		return fmt.Errorf("saturate: seen: %w", err)
+	}
+	var admit *store.Admission
+	audience := protocol.AudiencePublic
+	if p == store.Proto2 {
+		admit, audience = &store.Admission{Pair: &store.PairInput{Proto: p, Owner: owner, Device: device}}, "private"
 	}
 	ciphertext := make([]byte, 256)
 	_, _ = rand.Read(ciphertext)
@@ -159,6 +172,9 @@ func saturateWorker(ctx context.Context, st store.RoutingStore, siteID string, w
 	}
 	// The daemon plane's lookup before each of its calls.
 	daemonAuth := func() error {
+		if p == store.Proto2 {
+			return nil
+		}
 		_, _, err := st.Presence(ctx, runner)
 		return err
 	}
@@ -168,23 +184,24 @@ func saturateWorker(ctx context.Context, st store.RoutingStore, siteID string, w
 		}
 		deadline := time.Now().Add(time.Minute).UnixMilli()
 		id := owner + "-" + strconv.Itoa(i)
-		stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: owner, Site: "site-key", Audience: protocol.AudiencePublic,
+		stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: owner, Site: "site-key", Audience: audience,
 			SizeClass: "small", DeadlineAt: deadline}
-		if _, err := st.Enqueue(ctx, store.EnqueueInput{SiteID: siteID, Stub: stub}); err != nil {
+		if _, err := st.Enqueue(ctx, store.EnqueueInput{SiteID: siteID, Proto: p, Stub: stub}); err != nil {
 			return fmt.Errorf("saturate: enqueue: %w", err)
 		}
 		if err := daemonAuth(); err != nil {
 			return fmt.Errorf("saturate: auth: %w", err)
 		}
-		granted, err := st.Claim(ctx, store.ClaimInput{RunnerID: runner, Owner: owner, Device: device,
-			Routes: []store.Route{{SiteID: siteID, Owner: owner}}, Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: 30_000, Touch: true})
+		granted, err := st.Claim(ctx, store.ClaimInput{Proto: p, RunnerID: runner, Owner: owner, Device: device,
+			Routes: []store.Route{{SiteID: siteID, Owner: owner}}, Kinds: []string{protocol.KindGenerate}, Max: 1, LeaseMs: 30_000,
+			Touch: admit == nil, Admit: admit})
 		if err != nil {
 			return fmt.Errorf("saturate: claim: %w", err)
 		}
 		if len(granted) != 1 || granted[0].ID != id {
 			return fmt.Errorf("saturate: claim granted %d jobs, not %s", len(granted), id)
 		}
-		lease := store.LeaseInput{JobID: id, RunnerID: runner, LeaseID: granted[0].Lease.ID, Touch: true}
+		lease := store.LeaseInput{Proto: p, JobID: id, RunnerID: runner, LeaseID: granted[0].Lease.ID, Touch: admit == nil, Admit: admit}
 		if err := st.Payload(ctx, store.PayloadInput{JobID: id, SiteID: siteID, Envelope: envelope(protocol.DirectionPayload, deadline)}); err != nil {
 			return fmt.Errorf("saturate: seal: %w", err)
 		}
