@@ -75,7 +75,7 @@ var operations = map[store.Op]opSpec{
 		unwaited: "a failover that forgets a charge forgets only a rate-limit charge"},
 	opRoutes: {args: routesArgs{}, routes: true,
 		alike: "storing a claim's route list again stores the same set"},
-	opHeld: {args: heldArgs{}, held: true,
+	opHeld: {args: heldArgs{}, held: true, admits: true,
 		alike: "raising a runner's buckets to the same times again changes nothing"},
 }
 
@@ -419,8 +419,8 @@ type routesArgs struct {
 }
 
 type heldArgs struct {
-	Margin int64    `lua:"margin"`
-	Pairs  []string `lua:"pairs,tail"`
+	Ahead int64    `lua:"ahead"`
+	Pairs []string `lua:"pairs,tail"`
 }
 
 func (nowArgs) op() store.Op                 { return store.OpNow }

@@ -299,20 +299,21 @@ func (s *Sharded) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Cl
 	if in.Proto == store.Proto0 {
 		return s.site(s.proto0Site).Claim(ctx, in)
 	}
-	if err := s.admitApart(ctx, in.RunnerID, in.Admit); err != nil {
-		return nil, err
-	}
 	routes := map[int][]store.Route{}
 	for _, r := range in.Routes {
 		b := s.BucketOf(r.SiteID)
 		routes[b] = append(routes[b], r)
 	}
 	order := slices.Sorted(maps.Keys(routes))
-	if len(order) == 0 || in.Max <= 0 {
-		return []protocol.ClaimedStub{}, nil
+	if in.Max <= 0 {
+		order = nil
 	}
-	if _, err := s.holdBuckets(ctx, in.RunnerID, order, nil); err != nil {
+	_, now, err := s.holdBuckets(ctx, in.RunnerID, in.Admit, order, nil)
+	if err != nil {
 		return nil, err
+	}
+	if len(order) == 0 {
+		return []protocol.ClaimedStub{}, nil
 	}
 	start := int(s.turn.Add(1) % uint32(len(order)))
 	out := []protocol.ClaimedStub{}
@@ -332,7 +333,10 @@ func (s *Sharded) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Cl
 			continue
 		}
 		for _, c := range got {
-			deadlines[b] = max(deadlines[b], c.DeadlineAt)
+			// Kept past a deadline the write ahead does not reach.
+			if at := c.DeadlineAt + heldMarginMs; at > now+heldAheadMs {
+				deadlines[b] = max(deadlines[b], at)
+			}
 		}
 		out = append(out, got...)
 	}
@@ -340,7 +344,7 @@ func (s *Sharded) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Cl
 		return nil, failed
 	}
 	if len(deadlines) > 0 {
-		if _, err := s.holdBuckets(ctx, in.RunnerID, nil, deadlines); err != nil {
+		if _, _, err := s.holdBuckets(ctx, in.RunnerID, nil, nil, deadlines); err != nil {
 			return nil, fmt.Errorf("valkey store: claim: keeping the runner's buckets: %w", err)
 		}
 	}
@@ -350,43 +354,63 @@ func (s *Sharded) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Cl
 // opHeld keeps a protocol-"2" runner's list of buckets (held.lua).
 const opHeld store.Op = "held"
 
-// holdBuckets writes a runner's list of buckets: each of ahead until a
-// margin past now, each of until until its deadline and the margin,
-// never lowering what an entry holds, and drops the entries past; it
-// answers the list. The list is what a heartbeat and the runner's cancel
-// requests visit: a runner can hold a grant, or a cancel request, only
-// in a bucket that granted it a job whose deadline is not past.
-func (s *Sharded) holdBuckets(ctx context.Context, runnerID string, ahead []int, until map[int]int64) ([]int, error) {
+// heldAheadMs is how long a bucket stays on a runner's list after a
+// claim there: a claim writes it ahead for this long, and only a grant
+// whose deadline (and heldMarginMs) lies beyond costs the claim one more
+// call to keep the bucket listed that long. Longer means fewer such calls
+// and more empty visits by heartbeats of runners that stopped working a
+// bucket.
+const heldAheadMs = int64(time.Hour / time.Millisecond)
+
+// holdBuckets passes a runner's admission (nil admits) and writes its
+// list of buckets: each of ahead until heldAheadMs past now, each of
+// until until its time, never lowering what an entry holds, and drops
+// the entries past. It answers the list and the runner group's now. The
+// list is what a heartbeat and the runner's cancel requests visit: a
+// runner can hold a grant, or a cancel request, only in a bucket that
+// granted it a job whose deadline is not past.
+func (s *Sharded) holdBuckets(ctx context.Context, runnerID string, a *store.Admission, ahead []int, until map[int]int64) (held []int, now int64, err error) {
 	g := s.runner(runnerID)
 	pairs := []string{}
 	for _, b := range ahead {
 		pairs = append(pairs, "0", strconv.Itoa(b))
 	}
 	for b, at := range until {
-		pairs = append(pairs, strconv.FormatInt(at+heldMarginMs, 10), strconv.Itoa(b))
+		pairs = append(pairs, strconv.FormatInt(at, 10), strconv.Itoa(b))
 	}
-	c := g.newCall(heldArgs{Margin: heldMarginMs, Pairs: pairs})
+	c, err := g.admitted(g.newCall(heldArgs{Ahead: heldAheadMs, Pairs: pairs}), runnerID, a)
+	if err != nil {
+		return nil, 0, err
+	}
 	c.keys = append(slices.Clip(c.keys), g.prefix+"held:"+runnerID)
-	msg, err := g.exec(ctx, c)
+	parts, err := g.execWrite(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("valkey store: the buckets of runner %s: %w", runnerID, err)
+		if store.RefusalOf(err) != "" {
+			return nil, 0, err
+		}
+		return nil, 0, fmt.Errorf("valkey store: the buckets of runner %s: %w", runnerID, err)
 	}
-	held, err := msg.AsStrSlice()
-	if err != nil {
-		return nil, fmt.Errorf("valkey store: the buckets of runner %s: %w", runnerID, err)
+	if len(parts) == 0 {
+		return nil, 0, fmt.Errorf("valkey store: the buckets of runner %s: reply without a time", runnerID)
 	}
-	out := make([]int, 0, len(held))
-	for _, h := range held {
+	if now, err = strconv.ParseInt(parts[0], 10, 64); err != nil {
+		return nil, 0, fmt.Errorf("valkey store: the buckets of runner %s: %w", runnerID, err)
+	}
+	for _, h := range parts[1:] {
 		if b, err := strconv.Atoi(h); err == nil && b >= 0 && b < len(s.buckets) {
-			out = append(out, b)
+			held = append(held, b)
 		}
 	}
-	return out, nil
+	if a != nil && a.Pair != nil {
+		err = s.index(ctx, runnerID)
+	}
+	return held, now, err
 }
 
 // heldBuckets reads a runner's list of buckets.
 func (s *Sharded) heldBuckets(ctx context.Context, runnerID string) ([]int, error) {
-	return s.holdBuckets(ctx, runnerID, nil, nil)
+	held, _, err := s.holdBuckets(ctx, runnerID, nil, nil, nil)
+	return held, err
 }
 
 // SettleGrants implements store.RoutingStore, in each bucket the leases
@@ -622,10 +646,7 @@ func (s *Sharded) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store
 	if in.Proto == store.Proto0 {
 		return s.site(s.proto0Site).Heartbeat(ctx, in)
 	}
-	if err := s.admitApart(ctx, in.RunnerID, in.Admit); err != nil {
-		return store.HeartbeatResult{}, err
-	}
-	held, err := s.heldBuckets(ctx, in.RunnerID)
+	held, _, err := s.holdBuckets(ctx, in.RunnerID, in.Admit, nil, nil)
 	if err != nil {
 		return store.HeartbeatResult{}, err
 	}
