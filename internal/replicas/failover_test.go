@@ -14,6 +14,7 @@ import (
 	"github.com/byollm/relayd/internal/fleet"
 	"github.com/byollm/relayd/internal/valkeytest"
 	"github.com/byollm/relayd/internal/workload"
+	"github.com/byollm/relayd/store/valkey"
 )
 
 // Issue 25 item 3: a primary killed mid-run on a cluster whose primaries
@@ -30,7 +31,10 @@ import (
 //
 // CI runs the mixed workload ("0" and "2" peers at once) only: each run
 // waits out a failover and the old primary's return, about 45 s.
-// RELAYD_FAILOVER_PROTOCOLS names others ("0,2,mixed").
+// RELAYD_FAILOVER_PROTOCOLS names others ("0,2,mixed"), and
+// RELAYD_FAILOVER_BUCKETS=12 runs the relays on the sharded layout with
+// that many buckets, the killed primary the one holding the main site's
+// bucket (docs/replicas.md, "Failover on the sharded layout").
 func TestFailover_PrimaryKilledMidRunAndRelaysFollowTheNewPrimary(t *testing.T) {
 	for _, proto := range strings.Split(cmp.Or(os.Getenv("RELAYD_FAILOVER_PROTOCOLS"), workload.ProtocolMixed), ",") {
 		t.Run("protocol="+proto, func(t *testing.T) { testFailover(t, proto) })
@@ -55,7 +59,8 @@ func testFailover(t *testing.T, proto string) {
 	// 10 s leases: a grant whose claim the failover lost, or whose answer
 	// was lost, comes back when its lease lapses.
 	wait := failoverWait(t)
-	r := protoRig(t, proto, rigOptions{valkey: srv, fleet: fleet.Options{LeaseMs: 10_000, SweepInterval: 200 * time.Millisecond,
+	buckets := envInt(t, "RELAYD_FAILOVER_BUCKETS", 0)
+	r := protoRig(t, proto, rigOptions{valkey: srv, buckets: buckets, fleet: fleet.Options{LeaseMs: 10_000, SweepInterval: 200 * time.Millisecond,
 		Args: []string{"--valkey-wait-replicas", strconv.Itoa(wait)}}})
 	jobs := failoverJobs(t)
 	run := r.startWorkload(workload.Config{
@@ -67,6 +72,9 @@ func testFailover(t *testing.T, proto string) {
 	defer cancel()
 	require.NoError(t, run.WaitCollected(ctx, atPercent(run, 30)), "the run reached 30 %% before the fault")
 	slotKey := r.prefix + "probe"
+	if sharded, ok := r.store().(*valkey.Sharded); ok {
+		slotKey = sharded.BucketPrefix(sharded.BucketOf(r.fx.SiteID)) + "probe"
+	}
 	dead := srv.KillPrimaryOf(t, slotKey)
 	at := run.Progress()
 	promoted := srv.WaitFailover(t, slotKey, dead, 60*time.Second)
@@ -79,15 +87,15 @@ func testFailover(t *testing.T, proto string) {
 	require.NoError(t, r.fleet.WaitReady(r.ctx), "every replica is ready on the new primary")
 	if wait > 0 {
 		rep := requireClean(t, run)
-		t.Logf("failover: protocol %s, waiting for %d replica, %d jobs, %.0f jobs/s, %d retries, %d answered 503: nothing lost",
-			proto, wait, rep.Jobs, rep.JobsPerSecond, rep.Retries, rep.Statuses[503])
+		t.Logf("failover: %d buckets (0: one slot), protocol %s, waiting for %d replica, %d jobs, %.0f jobs/s, %d retries, %d answered 503: nothing lost",
+			buckets, proto, wait, rep.Jobs, rep.JobsPerSecond, rep.Retries, rep.Statuses[503])
 		return
 	}
 	<-run.Done()
 	rep := run.Report()
 	vs := run.Check()
 	t.Logf("failover report, protocol %s:\n%s", proto, rep)
-	t.Logf("failover: protocol %s, no wait, %d jobs, %d collected, %.0f jobs/s, %d violations after one failover: %s",
-		proto, rep.Jobs, rep.Collected, rep.JobsPerSecond, len(vs), workload.Summary(vs, 25))
+	t.Logf("failover: %d buckets (0: one slot), protocol %s, no wait, %d jobs, %d collected, %.0f jobs/s, %d violations after one failover: %s",
+		buckets, proto, rep.Jobs, rep.Collected, rep.JobsPerSecond, len(vs), workload.Summary(vs, 25))
 	require.Greater(t, rep.Collected, at.Collected, "results kept coming after the failover")
 }

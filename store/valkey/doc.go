@@ -13,6 +13,15 @@
 // library's top level, before the helpers, and each operation's function
 // binds its keys at entry.
 //
+// # Two layouts
+//
+// Store is the one-slot layout: every key under the prefix's one hash
+// tag, every method one script. Sharded (sharded.go, docs/sharding.md) is
+// the site-sharded layout: buckets that are each a whole Store under a
+// tag of its own, runner groups and a global tag on one client, so that a
+// cluster spreads one relay over its primaries; a job's life is still one
+// bucket's scripts, and what spans buckets is a sequence of them.
+//
 // # One Functions library per build
 //
 // The scripts are not sent one by one but loaded as one Valkey Functions

@@ -32,9 +32,10 @@ type Options struct {
 	SentinelMasterSet string
 	SentinelUsername  string
 	SentinelPassword  string
-	// Cluster connects as a Valkey Cluster client. All of one relay's
-	// routing keys share one hash tag, so a cluster gives compatibility and
-	// failover, not sharding of that state.
+	// Cluster connects as a Valkey Cluster client. On the one-slot layout
+	// (New) all of one relay's routing keys share one hash tag, so a
+	// cluster gives compatibility and failover, not sharding of that
+	// state; the sharded layout (NewSharded) spreads it.
 	Cluster bool
 	// KeyPrefix starts every key; it must contain a non-empty hash tag
 	// ("{...}"). Relays sharing a prefix share routing state. Empty means

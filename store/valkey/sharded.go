@@ -179,6 +179,9 @@ func (s *Sharded) BucketOf(siteID string) int {
 	return shardOf(siteID, len(s.buckets))
 }
 
+// BucketPrefix is bucket i's key prefix, whose hash tag places it.
+func (s *Sharded) BucketPrefix(i int) string { return s.buckets[i].prefix }
+
 // site is the store of a site's bucket.
 func (s *Sharded) site(siteID string) *Store { return s.buckets[s.BucketOf(siteID)] }
 

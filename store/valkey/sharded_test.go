@@ -209,3 +209,37 @@ func TestShardedHeartbeatHearsCancelsOfEveryBucketItHolds(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, held, "kept until the deadline and the margin, then let go")
 }
+
+// RD-D15: on the sharded layout, sites in different buckets keep their
+// own first-enqueue order, and successive claims over both start at
+// different buckets, so neither waits behind the other's backlog; a
+// protocol-"0" id taken in one bucket is free in another.
+func TestRD_D15_ShardedOrderIsEachSitesAndTheIDCheckPerBucket(t *testing.T) {
+	s, _, stub := threeSites(t)
+	ctx := t.Context()
+	for _, site := range []string{"s0", "s1"} {
+		for _, id := range []string{"a", "b", "c"} {
+			_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: site, Proto: store.Proto2, Stub: stub(site, id)})
+			require.NoError(t, err)
+		}
+	}
+	firsts := map[string]bool{}
+	for range 2 {
+		in := claim2Input("r", 1, "s0", "s1")
+		in.Owner = "alice"
+		got, err := s.Claim(ctx, in)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Equal(t, "a", got[0].ID, "each site's oldest job first")
+		firsts[got[0].Lease.ID[:2]] = true
+	}
+	require.Len(t, firsts, 2, "the two claims started at different buckets")
+
+	v0 := stub("s0", "taken")
+	v0.Audience = protocol.AudiencePublic
+	_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: "s0", Proto: store.Proto0, Stub: v0})
+	require.NoError(t, err)
+	res, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: "s1", Proto: store.Proto0, Stub: v0})
+	require.NoError(t, err)
+	require.True(t, res.Created, "another bucket's site holds its own")
+}
