@@ -32,21 +32,11 @@ func serverCounters(b *testing.B, c valkey.Client) (sent, scriptUsec int64) {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "total_net_output_bytes:"); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_net_output_bytes:"); ok {
 			sent, _ = strconv.ParseInt(v, 10, 64)
 		}
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_evalsha_ro:", "cmdstat_eval:", "cmdstat_eval_ro:"} {
-			if rest, ok := strings.CutPrefix(line, cmd); ok {
-				for _, kv := range strings.Split(rest, ",") {
-					if v, ok := strings.CutPrefix(kv, "usec="); ok {
-						n, _ := strconv.ParseInt(v, 10, 64)
-						scriptUsec += n
-					}
-				}
-			}
-		}
 	}
+	_, scriptUsec = scriptStats(info)
 	return sent, scriptUsec
 }
 
