@@ -564,6 +564,22 @@ type RoutingStore interface {
 	Close() error
 }
 
+// SiteSweeper is a RoutingStore that can sweep only what one site's reads
+// see: the sharded Valkey layout, where a site's jobs live in one bucket
+// of many and a whole sweep visits them all.
+type SiteSweeper interface {
+	SweepSite(ctx context.Context, siteID string) (SweepResult, error)
+}
+
+// SweepForSite sweeps before a read of siteID's jobs: st's SweepSite
+// where it has one, else Sweep.
+func SweepForSite(ctx context.Context, st RoutingStore, siteID string) (SweepResult, error) {
+	if ss, ok := st.(SiteSweeper); ok {
+		return ss.SweepSite(ctx, siteID)
+	}
+	return st.Sweep(ctx)
+}
+
 // RefusalCode names an expected refusal of a store operation.
 type RefusalCode string
 

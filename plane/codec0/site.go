@@ -88,7 +88,7 @@ func (c *Codec) pending(ctx context.Context, site *codec.SiteCaller, _ protocol.
 	if limited := site.Pay(ctx, c.env); limited != nil {
 		return protocol.PendingResponse{}, limited
 	}
-	swept, err := c.env.Store.Sweep(ctx)
+	swept, err := store.SweepForSite(ctx, c.env.Store, site.SiteID)
 	if err != nil {
 		return protocol.PendingResponse{}, storeError(store.OpSweep, err)
 	}

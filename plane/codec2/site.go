@@ -125,7 +125,7 @@ func (c *Codec) pending(ctx context.Context, site *codec.SiteCaller, _ siteQuery
 	if limited := site.Pay(ctx, c.env); limited != nil {
 		return proto2.PendingResponse{}, limited
 	}
-	swept, err := c.env.Store.Sweep(ctx)
+	swept, err := store.SweepForSite(ctx, c.env.Store, site.SiteID)
 	if err != nil {
 		return proto2.PendingResponse{}, storeError(store.OpSweep, err)
 	}

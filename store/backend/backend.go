@@ -171,10 +171,6 @@ func limiter(rate ratelimit.Rate, build func(ratelimit.Rate) (ratelimit.Limiter,
 	return build(rate)
 }
 
-// openValkey connects to Valkey and loads the scripts. A Valkey that does
-// not answer at start fails the start with a clear error, which a process
-// supervisor retries; an outage after start is answered with 503s and the
-// relay recovers by itself when the server returns.
 // valkeyStore is what both Valkey layouts give the backend.
 type valkeyStore interface {
 	store.RoutingStore
@@ -182,6 +178,11 @@ type valkeyStore interface {
 	Limiter(ratelimit.Rate) (ratelimit.Limiter, error)
 	ResultsCacheCounts() valkey.ResultsCacheCounts
 }
+
+// openValkey connects to Valkey and loads the scripts. A Valkey that does
+// not answer at start fails the start with a clear error, which a process
+// supervisor retries; an outage after start is answered with 503s and the
+// relay recovers by itself when the server returns.
 
 func openValkey(ctx context.Context, c ValkeyOptions, logger *slog.Logger, onRetry func(store.Op, string)) (valkeyStore, error) {
 	opts := c.reach()

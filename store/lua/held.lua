@@ -7,7 +7,8 @@
 -- time is past, raises (never lowers) each given entry, and answers the
 -- list.
 -- KEYS: the fixed keys, then the runner's rate bucket (K.bucket) and its
--- list (K.held).
+-- list (K.held): a runner's list of buckets or an owner's route hints
+-- (hints.go), which have the same shape.
 -- A: ahead (ms), then pairs: from ARGV[A.pairs] on, (until, bucket)
 -- pairs, an until of 0 meaning now plus ahead.
 -- Reply: {'ok', now, bucket...}, the buckets in bucket order.
@@ -22,6 +23,10 @@ for i = A.pairs, #ARGV, 2 do
     redis.call('ZADD', K.held, at, ARGV[i + 1])
   end
 end
+-- The set goes when its last entry does, so that a runner or an owner
+-- that stopped calling leaves nothing behind.
+local last = redis.call('ZRANGE', K.held, -1, -1, 'WITHSCORES')
+if last[2] then redis.call('PEXPIREAT', K.held, last[2]) end
 local out = redis.call('ZRANGE', K.held, 0, -1)
 table.sort(out, function(a, b) return tonumber(a) < tonumber(b) end)
 table.insert(out, 1, string.format('%d', now))

@@ -77,6 +77,9 @@ var operations = map[store.Op]opSpec{
 		alike: "storing a claim's route list again stores the same set"},
 	opHeld: {args: heldArgs{}, held: true, admits: true,
 		alike: "raising a runner's buckets to the same times again changes nothing"},
+	opHinted: {args: hintedArgs{}, held: true,
+		alike:    "a re-run drops nothing more and answers the same hints",
+		unwaited: "a failover that forgets a drop of past hints forgets nothing a claim needs"},
 }
 
 // opSpec is one operation's entry in operations.
@@ -115,8 +118,9 @@ type opSpec struct {
 	// routes marks the scripts that receive a claim's route list as
 	// K.routes, the last key (routes.go).
 	routes bool
-	// held marks the script that receives a runner's list of buckets as
-	// K.held, the last key (sharded.go).
+	// held marks the scripts that receive a sorted set of buckets (a
+	// runner's list, or an owner's route hints) as K.held, the last key
+	// (sharded.go, hints.go).
 	held bool
 	// prelude runs before the admission and the operation's own code.
 	prelude string
@@ -418,6 +422,8 @@ type routesArgs struct {
 	Fields []string `lua:"fields,tail"`
 }
 
+type hintedArgs struct{}
+
 type heldArgs struct {
 	Ahead int64    `lua:"ahead"`
 	Pairs []string `lua:"pairs,tail"`
@@ -456,6 +462,7 @@ func (pairingByUserCodeArgs) op() store.Op   { return store.OpPairingByUserCode 
 func (bucketArgs) op() store.Op              { return opBucket }
 func (routesArgs) op() store.Op              { return opRoutes }
 func (heldArgs) op() store.Op                { return opHeld }
+func (hintedArgs) op() store.Op              { return opHinted }
 
 // leasePairs flattens leases into the (job id, lease id) pairs a tail of
 // grants carries.

@@ -150,7 +150,7 @@ func TestEveryOperationHasOneEntry(t *testing.T) {
 			want = append(want, op)
 		}
 	}
-	want = append(want, opResultsVersion, opResultBodies, opResultChanges, opBucket, opRoutes, opHeld)
+	want = append(want, opResultsVersion, opResultBodies, opResultChanges, opBucket, opRoutes, opHeld, opHinted)
 	slices.Sort(want)
 	require.Equal(t, want, scripted())
 	for op, spec := range operations {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -52,6 +53,13 @@ type Sharded struct {
 	// indexed remembers the runners this replica has put in the global
 	// index of runners, so that a presence stamp adds one call only once.
 	indexed *seenSet
+	// hints remembers the route hints this replica wrote (hints.go);
+	// noHints, set by Sharding.NoRouteHints, writes and reads none.
+	hints   *hintCache
+	noHints bool
+	// claims and visits count the protocol-"2" claims asking for jobs and
+	// the bucket calls they made (ClaimVisits).
+	claims, visits atomic.Int64
 }
 
 var _ store.RoutingStore = (*Sharded)(nil)
@@ -64,6 +72,12 @@ type Sharding struct {
 	// Proto0Site is the relay's protocol-"0" site (--site-id): every
 	// protocol-"0" job, presence and rate bucket lives in its bucket.
 	Proto0Site string
+	// NoRouteHints makes a new keyspace one whose protocol-"2" claims
+	// visit each bucket of their routes, writing and reading no route
+	// hints: what the hints save is measured against it. The keyspace's
+	// marker records the choice, and every relay opening it follows the
+	// marker, whatever it was given.
+	NoRouteHints bool
 }
 
 // heldMarginMs pads the time until which a runner's list of buckets
@@ -134,7 +148,8 @@ func newSharded(client valkey.Client, prefix string, sh Sharding, testClock bool
 	if err != nil {
 		return nil, err
 	}
-	s := &Sharded{client: client, base: prefix, proto0Site: sh.Proto0Site, indexed: newSeenSet(rememberedRunners)}
+	s := &Sharded{client: client, base: prefix, proto0Site: sh.Proto0Site, indexed: newSeenSet(rememberedRunners),
+		hints: newHintCache(), noHints: sh.NoRouteHints}
 	for i := range n {
 		b := onScripts(client, tags.bucketPrefix(i), scripts, testClock)
 		b.marksLeases, b.leaseByte = true, byte(i)
@@ -160,7 +175,9 @@ func (s *Sharded) open(ctx context.Context) error {
 	if err := s.global.open(ctx); err != nil {
 		return err
 	}
-	return checkLayout(ctx, s.client, s.base, len(s.buckets))
+	hinted, err := checkLayout(ctx, s.client, s.base, len(s.buckets), !s.noHints)
+	s.noHints = !hinted
+	return err
 }
 
 // stores lists every group's store.
@@ -240,6 +257,9 @@ func (s *Sharded) admitApart(ctx context.Context, runnerID string, a *store.Admi
 		}
 		return chargeOn(ctx, g, *a.Charge)
 	}
+	if a.Paired != nil {
+		return fmt.Errorf("valkey store: a protocol-\"2\" admission of runner calls carries a presence stamp and a charge only")
+	}
 	in := *a.Pair
 	in.RunnerID, in.Admit = runnerID, &store.Admission{Charge: a.Charge}
 	if _, err := g.Pair(ctx, in); err != nil {
@@ -262,6 +282,9 @@ func chargeOn(ctx context.Context, st *Store, c store.Charge) error {
 
 // Enqueue implements store.RoutingStore, in the site's bucket.
 func (s *Sharded) Enqueue(ctx context.Context, in store.EnqueueInput) (store.EnqueueResult, error) {
+	if err := s.hintAhead(ctx, in); err != nil {
+		return store.EnqueueResult{}, err
+	}
 	return s.site(in.SiteID).Enqueue(ctx, in)
 }
 
@@ -307,6 +330,10 @@ func (s *Sharded) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Cl
 		b := s.BucketOf(r.SiteID)
 		routes[b] = append(routes[b], r)
 	}
+	if in.Max > 0 {
+		s.claims.Add(1)
+		routes = s.hintedRoutes(ctx, routes)
+	}
 	order := slices.Sorted(maps.Keys(routes))
 	if in.Max <= 0 {
 		order = nil
@@ -330,6 +357,7 @@ func (s *Sharded) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Cl
 		b := order[(start+i)%len(order)]
 		sub := in
 		sub.Routes, sub.Max, sub.Admit, sub.Touch = routes[b], left, nil, false
+		s.visits.Add(1)
 		got, err := s.buckets[b].Claim(ctx, sub)
 		if err != nil {
 			failed = cmp.Or(failed, err)
@@ -347,9 +375,10 @@ func (s *Sharded) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Cl
 		return nil, failed
 	}
 	if len(deadlines) > 0 {
-		if _, _, err := s.holdBuckets(ctx, in.RunnerID, nil, nil, deadlines); err != nil {
-			return nil, fmt.Errorf("valkey store: claim: keeping the runner's buckets: %w", err)
-		}
+		// A failure here must not hide grants that exist: their buckets
+		// stay listed for heldAheadMs, and a heartbeat naming a lease
+		// visits its bucket whatever the list says.
+		_, _, _ = s.holdBuckets(ctx, in.RunnerID, nil, nil, deadlines)
 	}
 	return out, nil
 }
@@ -373,7 +402,25 @@ const heldAheadMs = int64(time.Hour / time.Millisecond)
 // runner can hold a grant, or a cancel request, only in a bucket that
 // granted it a job whose deadline is not past.
 func (s *Sharded) holdBuckets(ctx context.Context, runnerID string, a *store.Admission, ahead []int, until map[int]int64) (held []int, now int64, err error) {
-	g := s.runner(runnerID)
+	held, now, err = s.keepBuckets(ctx, s.runner(runnerID), "held:"+runnerID, runnerID, a, ahead, until)
+	if err != nil {
+		if store.RefusalOf(err) != "" {
+			return nil, 0, err
+		}
+		return nil, 0, fmt.Errorf("valkey store: the buckets of runner %s: %w", runnerID, err)
+	}
+	if a != nil && a.Pair != nil {
+		err = s.index(ctx, runnerID)
+	}
+	return held, now, err
+}
+
+// keepBuckets runs held.lua on g over the sorted set of buckets under
+// key (a runner's list, or an owner's route hints): it passes the
+// admission a made by who (nil admits), raises each of ahead to
+// heldAheadMs past now and each of until to its time, drops the entries
+// past, and answers the buckets left and g's now.
+func (s *Sharded) keepBuckets(ctx context.Context, g *Store, key, who string, a *store.Admission, ahead []int, until map[int]int64) (kept []int, now int64, err error) {
 	pairs := []string{}
 	for _, b := range ahead {
 		pairs = append(pairs, "0", strconv.Itoa(b))
@@ -381,33 +428,34 @@ func (s *Sharded) holdBuckets(ctx context.Context, runnerID string, a *store.Adm
 	for b, at := range until {
 		pairs = append(pairs, strconv.FormatInt(at, 10), strconv.Itoa(b))
 	}
-	c, err := g.admitted(g.newCall(heldArgs{Ahead: heldAheadMs, Pairs: pairs}), runnerID, a)
+	c, err := g.admitted(g.newCall(heldArgs{Ahead: heldAheadMs, Pairs: pairs}), who, a)
 	if err != nil {
 		return nil, 0, err
 	}
-	c.keys = append(slices.Clip(c.keys), g.prefix+"held:"+runnerID)
+	c.keys = append(slices.Clip(c.keys), g.prefix+key)
 	parts, err := g.execWrite(ctx, c)
 	if err != nil {
-		if store.RefusalOf(err) != "" {
-			return nil, 0, err
-		}
-		return nil, 0, fmt.Errorf("valkey store: the buckets of runner %s: %w", runnerID, err)
+		return nil, 0, err
 	}
 	if len(parts) == 0 {
-		return nil, 0, fmt.Errorf("valkey store: the buckets of runner %s: reply without a time", runnerID)
+		return nil, 0, fmt.Errorf("reply without a time")
 	}
 	if now, err = strconv.ParseInt(parts[0], 10, 64); err != nil {
-		return nil, 0, fmt.Errorf("valkey store: the buckets of runner %s: %w", runnerID, err)
+		return nil, 0, fmt.Errorf("the reply's time: %w", err)
 	}
-	for _, h := range parts[1:] {
+	return s.bucketsIn(parts[1:]), now, nil
+}
+
+// bucketsIn reads bucket numbers from a reply, skipping any that names
+// no bucket of this layout.
+func (s *Sharded) bucketsIn(parts []string) []int {
+	out := []int{}
+	for _, h := range parts {
 		if b, err := strconv.Atoi(h); err == nil && b >= 0 && b < len(s.buckets) {
-			held = append(held, b)
+			out = append(out, b)
 		}
 	}
-	if a != nil && a.Pair != nil {
-		err = s.index(ctx, runnerID)
-	}
-	return held, now, err
+	return out
 }
 
 // heldBuckets reads a runner's list of buckets.
@@ -502,8 +550,11 @@ func onLease[T any](ctx context.Context, s *Sharded, in *store.LeaseInput, run f
 		if ok && b == named {
 			continue
 		}
+		// Another bucket can only refuse this lease (a lease names the
+		// bucket that granted it), so one that cannot answer is passed
+		// over rather than turning a refusal into an outage.
 		v, err := run(s.buckets[b])
-		if store.RefusalOf(err) != store.RefusedNotFound {
+		if code := store.RefusalOf(err); code != "" && code != store.RefusedNotFound {
 			return v, err
 		}
 	}
@@ -630,12 +681,19 @@ func (s *Sharded) CancelRequests(ctx context.Context, in store.CancelRequestsInp
 		return nil, err
 	}
 	out := []protocol.LeaseRef{}
+	var failed error
 	for _, b := range held {
 		got, err := s.buckets[b].CancelRequests(ctx, in)
 		if err != nil {
-			return nil, err
+			// One bucket down keeps the others' requests flowing; the
+			// next call asks it again.
+			failed = cmp.Or(failed, err)
+			continue
 		}
 		out = append(out, got...)
+	}
+	if len(out) == 0 && failed != nil {
+		return nil, failed
 	}
 	return out, nil
 }
@@ -661,16 +719,26 @@ func (s *Sharded) Heartbeat(ctx context.Context, in store.HeartbeatInput) (store
 	}
 	res := store.HeartbeatResult{Cancel: []protocol.LeaseRef{}, Swept: store.SweepResult{}}
 	answered := map[int]store.RenewResult{}
+	var failed error
 	for _, b := range order {
 		sub := in
 		sub.Leases, sub.Admit, sub.Touch = parts[b], nil, false
 		got, err := s.buckets[b].Heartbeat(ctx, sub)
 		if err != nil {
-			return store.HeartbeatResult{}, err
+			// Every other bucket still renews its leases. A bucket only
+			// listed, named by no lease, owes this heartbeat its cancel
+			// requests alone, which the next one hears.
+			if _, named := parts[b]; named {
+				failed = cmp.Or(failed, err)
+			}
+			continue
 		}
 		res.Swept = mergeSweeps(res.Swept, got.Swept)
 		res.Cancel = append(res.Cancel, got.Cancel...)
 		answered[b] = got.Renewed
+	}
+	if failed != nil {
+		return store.HeartbeatResult{}, failed
 	}
 	if !in.Serving {
 		res.Renewed = store.RenewResult{Renewed: []store.Renewal{}, Lost: []protocol.LeaseRef{}}
@@ -694,15 +762,26 @@ func mergeSweeps(a, b store.SweepResult) store.SweepResult {
 func (s *Sharded) Sweep(ctx context.Context) (store.SweepResult, error) {
 	out := store.SweepResult{}
 	start := int(s.turn.Add(1) % uint32(len(s.buckets)))
+	var failed []error
 	for i := range s.buckets {
 		got, err := s.buckets[(start+i)%len(s.buckets)].Sweep(ctx)
 		if err != nil {
-			return store.SweepResult{}, err
+			// A bucket down holds up no other bucket's sweep.
+			failed = append(failed, err)
+			continue
 		}
 		out = mergeSweeps(out, got)
 	}
-	return out, nil
+	return out, errors.Join(failed...)
 }
+
+// SweepSite implements store.SiteSweeper: a site's reads see its bucket
+// alone, so a read's sweep need not visit the others.
+func (s *Sharded) SweepSite(ctx context.Context, siteID string) (store.SweepResult, error) {
+	return s.site(siteID).Sweep(ctx)
+}
+
+var _ store.SiteSweeper = (*Sharded)(nil)
 
 // Pair implements store.RoutingStore: a protocol-"0" presence in the
 // protocol-"0" bucket, a protocol-"2" one in the runner's group.

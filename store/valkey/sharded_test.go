@@ -117,6 +117,20 @@ func threeSites(t *testing.T) (*Sharded, *ShardedTestClock, func(site, id string
 	return s, c, stub
 }
 
+// grantedInEach enqueues job "j<site>" in each of sites and claims them
+// all for runner in one claim.
+func grantedInEach(t *testing.T, s *Sharded, stub func(site, id string) protocol.JobStub, runner string, sites ...string) []protocol.ClaimedStub {
+	t.Helper()
+	for _, site := range sites {
+		_, err := s.Enqueue(t.Context(), store.EnqueueInput{SiteID: site, Proto: store.Proto2, Stub: stub(site, "j"+site)})
+		require.NoError(t, err)
+	}
+	got, err := s.Claim(t.Context(), claim2Input(runner, len(sites), sites...))
+	require.NoError(t, err)
+	require.Len(t, got, len(sites))
+	return got
+}
+
 func claim2Input(runner string, max int, sites ...string) store.ClaimInput {
 	in := store.ClaimInput{Proto: store.Proto2, RunnerID: runner, Owner: "alice", Device: testDevice,
 		Kinds: []string{protocol.KindGenerate}, Max: max, LeaseMs: 30_000}
@@ -183,13 +197,7 @@ func TestShardedClaimVisitsBucketsUntilMax(t *testing.T) {
 func TestShardedHeartbeatHearsCancelsOfEveryBucketItHolds(t *testing.T) {
 	s, c, stub := threeSites(t)
 	ctx := t.Context()
-	for _, site := range []string{"s1", "s2"} {
-		_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: site, Proto: store.Proto2, Stub: stub(site, "j"+site)})
-		require.NoError(t, err)
-	}
-	got, err := s.Claim(ctx, claim2Input("r", 2, "s1", "s2"))
-	require.NoError(t, err)
-	require.Len(t, got, 2)
+	grantedInEach(t, s, stub, "r", "s1", "s2")
 	for _, site := range []string{"s1", "s2"} {
 		ok, err := s.Cancel(ctx, store.CancelInput{SiteID: site, JobID: "j" + site})
 		require.NoError(t, err)
@@ -244,4 +252,55 @@ func TestRD_D15_ShardedOrderIsEachSitesAndTheIDCheckPerBucket(t *testing.T) {
 	res, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: "s1", Proto: store.Proto0, Stub: v0})
 	require.NoError(t, err)
 	require.True(t, res.Created, "another bucket's site holds its own")
+}
+
+// downBucket makes bucket b of s unreachable: its calls fail at once,
+// as with a primary gone.
+func downBucket(t *testing.T, s *Sharded, b int) (restore func()) {
+	t.Helper()
+	dead := valkeytest.Shared(t).Client(t)
+	dead.Close()
+	was := s.buckets[b]
+	down := onScripts(dead, was.prefix, was.scripts, was.testClock)
+	down.marksLeases, down.leaseByte = true, was.leaseByte
+	s.buckets[b] = down
+	return func() { s.buckets[b] = was }
+}
+
+// TestShardedOneBucketDownHoldsUpNoOther: with one bucket's primary
+// gone, a heartbeat still renews the leases of the others, a sweep still
+// sweeps them (and reports the failure), a lease of a job that is gone
+// is still refused as not found, and a site's read sweeps its own bucket
+// alone.
+func TestShardedOneBucketDownHoldsUpNoOther(t *testing.T) {
+	s, c, stub := threeSites(t)
+	ctx := t.Context()
+	got := grantedInEach(t, s, stub, "r", "s1", "s2")
+	var inS1 protocol.LeaseRef
+	for _, g := range got {
+		if g.Site == "s1" {
+			inS1 = protocol.LeaseRef{JobID: g.ID, LeaseID: g.Lease.ID}
+		}
+	}
+	require.NotEmpty(t, inS1.LeaseID)
+	restore := downBucket(t, s, 2)
+	hb, err := s.Heartbeat(ctx, store.HeartbeatInput{Proto: store.Proto2, RunnerID: "r", Serving: true, LeaseMs: 30_000,
+		Leases: []protocol.LeaseRef{inS1}})
+	require.NoError(t, err, "the bucket down is named by no lease of this heartbeat")
+	require.Len(t, hb.Renewed.Renewed, 1)
+	_, err = s.Fetch(ctx, store.LeaseInput{Proto: store.Proto2, JobID: "gone", RunnerID: "r", LeaseID: "ff000000-0000-4000-8000-000000000000"})
+	require.Equal(t, store.RefusedNotFound, store.RefusalOf(err), "a bucket down turns no refusal into an outage")
+	restore()
+
+	// Both grants lapse; a sweep reaches s1's bucket past the one down.
+	require.NoError(t, c.Advance(ctx, 10*time.Minute))
+	downBucket(t, s, 2)
+	swept, err := s.Sweep(ctx)
+	require.Error(t, err, "the bucket down is reported")
+	require.Equal(t, []string{"js1"}, swept.Requeued, "the others are swept all the same")
+
+	_, err = s.SweepSite(ctx, "s1")
+	require.NoError(t, err, "a site's read sweeps its own bucket, not the one down")
+	_, err = s.SweepSite(ctx, "s2")
+	require.Error(t, err)
 }

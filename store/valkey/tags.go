@@ -69,12 +69,22 @@ func shardOf(name string, n int) int {
 }
 
 // layoutMarker is what the record-format marker of a sharded keyspace
-// holds: the record format, the layout and its bucket count. It is not
-// plain digits, so every one-slot relay, older ones included, refuses to
-// start on it (readableFormat).
-func layoutMarker(buckets int) string {
-	return recordFormat + "/sharded/" + strconv.Itoa(buckets)
+// holds: the record format, the layout, its bucket count and, when its
+// relays write route hints (hints.go), "/hints". It is not plain digits,
+// so every one-slot relay, older ones included, refuses to start on it
+// (readableFormat); a sharded relay built before route hints reads
+// "48/hints" as a bucket count it was not given and refuses too.
+func layoutMarker(buckets int, hinted bool) string {
+	m := recordFormat + "/sharded/" + strconv.Itoa(buckets)
+	if hinted {
+		m += hintedSuffix
+	}
+	return m
 }
+
+// hintedSuffix ends the marker of a keyspace whose relays write route
+// hints.
+const hintedSuffix = "/hints"
 
 // claimLayout writes ARGV[1] to the marker when it has none and returns
 // what the marker then holds.
@@ -86,31 +96,38 @@ return ARGV[1]
 `)
 
 // checkLayout claims the keyspace under prefix for the sharded layout of
-// buckets, or refuses it when its marker names another layout or another
-// bucket count. The marker sits at the configured prefix itself, where a
-// one-slot relay started on the same prefix reads it and refuses too.
-func checkLayout(ctx context.Context, client valkey.Client, prefix string, buckets int) error {
-	key, want := FormatKey(prefix), layoutMarker(buckets)
+// buckets, with route hints when hinted, or refuses it when its marker
+// names another layout or another bucket count. A keyspace keeps the
+// hints choice it was made with, and every relay on it follows that
+// choice: it answers whether the keyspace is hinted. The marker sits at
+// the configured prefix itself, where a one-slot relay started on the
+// same prefix reads it and refuses too.
+func checkLayout(ctx context.Context, client valkey.Client, prefix string, buckets int, hinted bool) (bool, error) {
+	key, want := FormatKey(prefix), layoutMarker(buckets, hinted)
 	found, err := claimLayout.Exec(ctx, client, []string{key}, []string{want}).ToString()
 	if err != nil {
-		return fmt.Errorf("valkey store: reading the record format marker %s: %w", key, err)
+		return false, fmt.Errorf("valkey store: reading the record format marker %s: %w", key, err)
 	}
 	return shardedReadable(key, found, buckets)
 }
 
 // shardedReadable accepts a marker written by this layout with this
-// bucket count.
-func shardedReadable(key, found string, buckets int) error {
-	if found == layoutMarker(buckets) {
-		return nil
+// bucket count, and says whether it is hinted.
+func shardedReadable(key, found string, buckets int) (bool, error) {
+	switch found {
+	case layoutMarker(buckets, true):
+		return true, nil
+	case layoutMarker(buckets, false):
+		return false, nil
 	}
-	format, rest, sharded := strings.Cut(found, "/sharded/")
+	_, rest, sharded := strings.Cut(found, "/sharded/")
+	count := strings.TrimSuffix(rest, hintedSuffix)
 	switch {
 	case !sharded:
-		return fmt.Errorf("valkey store: %s names record format %q of the one-slot layout; the sharded layout starts on a fresh key prefix and never converts one (docs/operations.md); refusing to start", key, found)
-	case rest != strconv.Itoa(buckets):
-		return fmt.Errorf("valkey store: %s names the sharded layout with %s buckets, not %d; refusing to start: set --valkey-buckets %s", key, rest, buckets, rest)
+		return false, fmt.Errorf("valkey store: %s names record format %q of the one-slot layout; the sharded layout starts on a fresh key prefix and never converts one (docs/operations.md); refusing to start", key, found)
+	case count != strconv.Itoa(buckets):
+		return false, fmt.Errorf("valkey store: %s names the sharded layout with %s buckets, not %d; refusing to start: set --valkey-buckets %s", key, count, buckets, count)
 	default:
-		return fmt.Errorf("valkey store: %s names record format %q, which this relay (record format %q) cannot read; refusing to start", key, format, recordFormat)
+		return false, fmt.Errorf("valkey store: %s names record format %q, which this relay (record format %q) cannot read; refusing to start", key, found, recordFormat)
 	}
 }

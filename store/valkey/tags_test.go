@@ -46,7 +46,8 @@ func TestShardedMarkerRefusesEveryOtherLayout(t *testing.T) {
 	defer s.Close()
 	v, err := s.client.Do(ctx, s.client.B().Get().Key(FormatKey(prefix)).Build()).ToString()
 	require.NoError(t, err)
-	require.Equal(t, recordFormat+"/sharded/8", v)
+	require.Equal(t, recordFormat+"/sharded/8/hints", v)
+	require.False(t, s.noHints)
 
 	again, err := NewSharded(ctx, o, Sharding{Buckets: 8})
 	require.NoError(t, err, "a second replica of the same layout opens")
@@ -63,4 +64,26 @@ func TestShardedMarkerRefusesEveryOtherLayout(t *testing.T) {
 	require.NoError(t, st.Close())
 	_, err = NewSharded(ctx, oneSlot, Sharding{})
 	require.ErrorContains(t, err, "one-slot layout")
+}
+
+// TestShardedMarkerKeepsTheHintsChoice: a keyspace made without route
+// hints is marked so, and a relay asked for hints follows the marker and
+// writes none there (a claim reading hints nobody wrote would miss jobs);
+// one made with them keeps them for a relay asked for none.
+func TestShardedMarkerKeepsTheHintsChoice(t *testing.T) {
+	srv := valkeytest.Shared(t)
+	ctx := t.Context()
+	for _, made := range []bool{false, true} {
+		o := Options{Addrs: srv.Addrs, KeyPrefix: valkeytest.Prefix(t)}
+		first, err := NewSharded(ctx, o, Sharding{Buckets: 4, NoRouteHints: !made})
+		require.NoError(t, err)
+		defer first.Close()
+		v, err := first.client.Do(ctx, first.client.B().Get().Key(FormatKey(o.KeyPrefix)).Build()).ToString()
+		require.NoError(t, err)
+		require.Equal(t, layoutMarker(4, made), v)
+		second, err := NewSharded(ctx, o, Sharding{Buckets: 4, NoRouteHints: made})
+		require.NoError(t, err)
+		defer second.Close()
+		require.Equal(t, !made, second.noHints, "made with hints: %v", made)
+	}
 }

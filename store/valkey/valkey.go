@@ -805,7 +805,7 @@ func newUUID() string { return uuidStartingWith(0, false) }
 
 // uuidStartingWith returns a random lowercase UUID (version 4) from
 // crypto/rand, its first byte set to first when set is true: still a
-// version-4 UUID, with 120 random bits instead of 122.
+// version-4 UUID, with 114 random bits instead of 122.
 func uuidStartingWith(first byte, set bool) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
