@@ -55,7 +55,7 @@ func TestSharded_MarkerNamesTheLayout(t *testing.T) {
 	c := srv.Client(t)
 	marker, err := c.Do(r.ctx, c.B().Get().Key(r.prefix+"format").Build()).ToString()
 	require.NoError(t, err)
-	require.Regexp(t, `^[0-9]+/sharded/12/hints$`, marker)
+	require.Regexp(t, `^[0-9]+/sharded/12/spread\+hints$`, marker)
 	jobs, err := r.store().Jobs(r.ctx, 0)
 	require.NoError(t, err)
 	require.Len(t, jobs, 40)

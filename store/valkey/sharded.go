@@ -151,10 +151,10 @@ func newSharded(client valkey.Client, prefix string, sh Sharding, testClock bool
 	s := &Sharded{client: client, base: prefix, proto0Site: sh.Proto0Site, indexed: newSeenSet(rememberedRunners),
 		hints: newHintCache(), noHints: sh.NoRouteHints}
 	for i := range n {
-		b := onScripts(client, tags.bucketPrefix(i), scripts, testClock)
+		b := onScripts(client, tags.bucketPrefix(i, n), scripts, testClock)
 		b.marksLeases, b.leaseByte = true, byte(i)
 		s.buckets = append(s.buckets, b)
-		s.runners = append(s.runners, onScripts(client, tags.runnerPrefix(i), scripts, testClock))
+		s.runners = append(s.runners, onScripts(client, tags.runnerPrefix(i, n), scripts, testClock))
 	}
 	s.global = onScripts(client, tags.globalPrefix(), scripts, testClock)
 	s.shareResults(newResultsCache(DefaultResultsCacheBytes))

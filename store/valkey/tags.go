@@ -50,12 +50,55 @@ func (t taggedPrefix) with(suffix string) string {
 	return t.before + "{" + t.inner + suffix + "}" + t.after
 }
 
-// bucketPrefix is the prefix of bucket i: a site's jobs and listings.
-func (t taggedPrefix) bucketPrefix(i int) string { return t.with(".b" + strconv.Itoa(i)) }
+// bucketPrefix is the prefix of bucket i of n: a site's jobs and
+// listings.
+func (t taggedPrefix) bucketPrefix(i, n int) string { return t.with(t.spread(".b", i, n)) }
 
-// runnerPrefix is the prefix of runner group i: protocol-"2" presences,
-// rate buckets and the buckets each runner holds grants in.
-func (t taggedPrefix) runnerPrefix(i int) string { return t.with(".r" + strconv.Itoa(i)) }
+// runnerPrefix is the prefix of runner group i of n: protocol-"2"
+// presences, rate buckets, the buckets each runner holds grants in, and
+// job owners' route hints.
+func (t taggedPrefix) runnerPrefix(i, n int) string { return t.with(t.spread(".r", i, n)) }
+
+// spread names group i of n of a kind so that its slot lies in the
+// middle half of the i-th of n equal runs of Cluster's slots: the first
+// of kind+i, kind+i+"-1", kind+i+"-2", ... that does. A cluster whose
+// primaries each hold one run of slots of about equal length (what
+// valkey-cli --cluster create makes, and what moving whole runs keeps)
+// then holds an equal share of the groups, give or take one, where
+// plain hashing can leave one primary with half as many again as
+// another (20, 13 and 15 of 48 buckets on three). The middle half keeps
+// a group inside its run when a cluster's runs are cut a slot off ours.
+func (t taggedPrefix) spread(kind string, i, n int) string {
+	width := float64(clusterSlots) / float64(n)
+	lo, hi := int(float64(i)*width+width/4), int(float64(i)*width+3*width/4)
+	name := kind + strconv.Itoa(i)
+	for j := 1; ; j++ {
+		if slot := keySlot(t.inner + name); slot >= lo && slot <= max(lo, hi-1) {
+			return name
+		}
+		name = kind + strconv.Itoa(i) + "-" + strconv.Itoa(j)
+	}
+}
+
+// clusterSlots is the number of hash slots of a Valkey Cluster.
+const clusterSlots = 16384
+
+// keySlot is the Cluster hash slot of a tag's text: CRC16 (XMODEM) of
+// it, modulo clusterSlots.
+func keySlot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % clusterSlots
+}
 
 // globalPrefix holds what is one for the whole keyspace: pending
 // pairings and the index of runners.
@@ -69,22 +112,26 @@ func shardOf(name string, n int) int {
 }
 
 // layoutMarker is what the record-format marker of a sharded keyspace
-// holds: the record format, the layout, its bucket count and, when its
-// relays write route hints (hints.go), "/hints". It is not plain digits,
-// so every one-slot relay, older ones included, refuses to start on it
-// (readableFormat); a sharded relay built before route hints reads
-// "48/hints" as a bucket count it was not given and refuses too.
+// holds: the record format, the layout, its bucket count, then "spread"
+// (groups named by spread) and, when its relays write route hints
+// (hints.go), "+hints". It is not plain digits, so every one-slot relay,
+// older ones included, refuses to start on it (readableFormat); a
+// sharded relay built before spread names reads "48/spread+hints" as a
+// bucket count it was not given and refuses too.
 func layoutMarker(buckets int, hinted bool) string {
-	m := recordFormat + "/sharded/" + strconv.Itoa(buckets)
+	m := recordFormat + "/sharded/" + strconv.Itoa(buckets) + spreadSuffix
 	if hinted {
 		m += hintedSuffix
 	}
 	return m
 }
 
-// hintedSuffix ends the marker of a keyspace whose relays write route
-// hints.
-const hintedSuffix = "/hints"
+// spreadSuffix and hintedSuffix end the marker of a keyspace whose
+// groups are named by spread, and whose relays write route hints.
+const (
+	spreadSuffix = "/spread"
+	hintedSuffix = "+hints"
+)
 
 // claimLayout writes ARGV[1] to the marker when it has none and returns
 // what the marker then holds.
@@ -121,8 +168,10 @@ func shardedReadable(key, found string, buckets int) (bool, error) {
 		return false, nil
 	}
 	_, rest, sharded := strings.Cut(found, "/sharded/")
-	count := strings.TrimSuffix(rest, hintedSuffix)
+	count, _, _ := strings.Cut(rest, "/")
 	switch {
+	case sharded && rest == strconv.Itoa(buckets):
+		return false, fmt.Errorf("valkey store: %s names the sharded layout as relayd built it up to 09c0d8e, whose bucket names this relay does not use; refusing to start: start on a fresh key prefix and let the old relays drain (docs/operations.md)", key)
 	case !sharded:
 		return false, fmt.Errorf("valkey store: %s names record format %q of the one-slot layout; the sharded layout starts on a fresh key prefix and never converts one (docs/operations.md); refusing to start", key, found)
 	case count != strconv.Itoa(buckets):

@@ -1,6 +1,7 @@
 package valkey
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,12 +15,51 @@ import (
 func TestShardedTagsRewriteTheOneTag(t *testing.T) {
 	tags, err := splitTag(DefaultPrefix)
 	require.NoError(t, err)
-	require.Equal(t, "relayd:{relayd.b7}:", tags.bucketPrefix(7))
-	require.Equal(t, "relayd:{relayd.r0}:", tags.runnerPrefix(0))
+	require.Regexp(t, `^relayd:\{relayd\.b7(-[0-9]+)?\}:$`, tags.bucketPrefix(7, 48))
+	require.Regexp(t, `^relayd:\{relayd\.r0(-[0-9]+)?\}:$`, tags.runnerPrefix(0, 48))
 	require.Equal(t, "relayd:{relayd.g}:", tags.globalPrefix())
 	tags, err = splitTag("{t}")
 	require.NoError(t, err)
-	require.Equal(t, "{t.b1}", tags.bucketPrefix(1))
+	require.Regexp(t, `^\{t\.b1(-[0-9]+)?\}$`, tags.bucketPrefix(1, 4))
+	require.Equal(t, 0x31C3, keySlot("123456789"), "Cluster's own test vector")
+}
+
+// TestShardedGroupsSpreadEvenlyOverPrimaries: on a cluster of three
+// primaries, each holds a third of the buckets and of the runner groups,
+// where hashing the plain names would leave them at 20, 13 and 15 of 48;
+// and the slot this layout computes is the one the cluster uses.
+func TestShardedGroupsSpreadEvenlyOverPrimaries(t *testing.T) {
+	client := valkeytest.StartCluster(t).Client(t)
+	ctx := t.Context()
+	slots, err := client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
+	require.NoError(t, err)
+	primaryOf := func(slot int64) int {
+		for i, r := range slots {
+			run, err := r.ToArray()
+			require.NoError(t, err)
+			lo, _ := run[0].AsInt64()
+			hi, _ := run[1].AsInt64()
+			if slot >= lo && slot <= hi {
+				return i
+			}
+		}
+		t.Fatalf("slot %d is no primary's", slot)
+		return -1
+	}
+	tags, err := splitTag(DefaultPrefix)
+	require.NoError(t, err)
+	for _, group := range []func(i, n int) string{tags.bucketPrefix, tags.runnerPrefix} {
+		held := make([]int, len(slots))
+		for i := range 48 {
+			key := group(i, 48) + "job"
+			slot, err := client.Do(ctx, client.B().ClusterKeyslot().Key(key).Build()).AsInt64()
+			require.NoError(t, err)
+			inner := key[strings.IndexByte(key, '{')+1 : strings.IndexByte(key, '}')]
+			require.EqualValues(t, slot, keySlot(inner), key)
+			held[primaryOf(slot)]++
+		}
+		require.Equal(t, []int{16, 16, 16}, held)
+	}
 }
 
 // TestShardedRefusesPrefixesWithoutExactlyOneTag: no tag, an empty one,
@@ -34,8 +74,9 @@ func TestShardedRefusesPrefixesWithoutExactlyOneTag(t *testing.T) {
 
 // TestShardedMarkerRefusesEveryOtherLayout: a fresh prefix takes the
 // sharded marker; a one-slot relay then refuses it, the sharded layout
-// refuses a one-slot keyspace, and a bucket count other than the
-// marker's is refused with the one to set.
+// refuses a one-slot keyspace and one made before its groups' names were
+// spread, and a bucket count other than the marker's is refused with the
+// one to set.
 func TestShardedMarkerRefusesEveryOtherLayout(t *testing.T) {
 	srv := valkeytest.Shared(t)
 	ctx := t.Context()
@@ -46,7 +87,7 @@ func TestShardedMarkerRefusesEveryOtherLayout(t *testing.T) {
 	defer s.Close()
 	v, err := s.client.Do(ctx, s.client.B().Get().Key(FormatKey(prefix)).Build()).ToString()
 	require.NoError(t, err)
-	require.Equal(t, recordFormat+"/sharded/8/hints", v)
+	require.Equal(t, recordFormat+"/sharded/8/spread+hints", v)
 	require.False(t, s.noHints)
 
 	again, err := NewSharded(ctx, o, Sharding{Buckets: 8})
@@ -64,6 +105,13 @@ func TestShardedMarkerRefusesEveryOtherLayout(t *testing.T) {
 	require.NoError(t, st.Close())
 	_, err = NewSharded(ctx, oneSlot, Sharding{})
 	require.ErrorContains(t, err, "one-slot layout")
+
+	// A keyspace of the sharded layout as first built, with plain group
+	// names: this relay would read other keys than its relays wrote.
+	early := Options{Addrs: srv.Addrs, KeyPrefix: valkeytest.Prefix(t)}
+	require.NoError(t, s.client.Do(ctx, s.client.B().Set().Key(FormatKey(early.KeyPrefix)).Value(recordFormat+"/sharded/8").Build()).Error())
+	_, err = NewSharded(ctx, early, Sharding{Buckets: 8})
+	require.ErrorContains(t, err, "fresh key prefix")
 }
 
 // TestShardedMarkerKeepsTheHintsChoice: a keyspace made without route
