@@ -66,20 +66,21 @@ func testKill9(t *testing.T, proto string, o rigOptions) {
 // outages: one at a quiet point, where the whole routing state is compared
 // before and after, and one under load.
 func TestValkeyRestart_StateSurvivesAndRelaysRecoverByThemselves(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, proto string) { testValkeyRestart(t, proto, 0) })
+	eachProtocol(t, func(t *testing.T, proto string) {
+		testValkeyRestart(t, valkeytest.StartWith(t, valkeytest.Options{Persist: true}), proto, 0)
+	})
 }
 
 // testValkeyRestart runs the restart test on a layout: one slot, or
 // sharded over that many buckets.
-func testValkeyRestart(t *testing.T, proto string, buckets int) {
-	srv := valkeytest.StartWith(t, valkeytest.Options{Persist: true})
+// testValkeyRestart runs on srv, which persists every write before it
+// acknowledges it (valkeytest's Persist: appendfsync always), so that
+// "survives" is exact rather than "up to the last second": one server,
+// or every node of a cluster, stopped and started again.
+func testValkeyRestart(t *testing.T, srv *valkeytest.Server, proto string, buckets int) {
 	if !srv.CanRestart() {
 		t.Skip("this test stops and restarts Valkey, which it cannot do to a server it did not start (VALKEY_ADDR)")
 	}
-	// Acknowledge a write only once it is on disk, so that "survives" is
-	// exact rather than "up to the last second".
-	vc := srv.Client(t)
-	require.NoError(t, vc.Do(context.Background(), vc.B().ConfigSet().ParameterValue().ParameterValue("appendfsync", "always").Build()).Error())
 
 	// A 10 s lease: a claim that ran just as Valkey died, whose answer was
 	// lost, leaves a grant nobody knows of; it comes back when the lease

@@ -38,11 +38,14 @@ func TestSharded_Kill9OnAClusterOfThreePrimaries(t *testing.T) {
 	testKill9(t, workload.ProtocolMixed, rigOptions{valkey: valkeytest.StartCluster(t), buckets: shardedBuckets})
 }
 
-// The Valkey restart test on the sharded layout: every bucket, runner
-// group and the global tag survive on one server with AOF on, and the
-// replicas recover by themselves.
-func TestSharded_ValkeyRestartStateSurvives(t *testing.T) {
-	testValkeyRestart(t, workload.ProtocolMixed, shardedBuckets)
+// The Valkey restart test on the sharded layout over a cluster of three
+// primaries: every node stopped at once, as a power cut would, and
+// started again on its data and its cluster state; the cluster forms
+// again, every bucket, runner group and the global tag are as they were,
+// and the replicas recover by themselves.
+func TestSharded_ValkeyRestartOnAClusterOfThreePrimaries(t *testing.T) {
+	srv := valkeytest.StartClusterWith(t, valkeytest.ClusterOptions{Persist: true})
+	testValkeyRestart(t, srv, workload.ProtocolMixed, shardedBuckets)
 }
 
 // The sharded layout spreads the rig's keys over its buckets' tags: a

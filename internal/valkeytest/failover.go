@@ -21,6 +21,9 @@ type ClusterOptions struct {
 	// NodeTimeout is cluster-node-timeout: how long a primary may be
 	// unreachable before its replica takes over (5 s when zero).
 	NodeTimeout time.Duration
+	// Persist gives every node AOF persistence, as Options.Persist does,
+	// so that Stop and Restart keep the cluster's data.
+	Persist bool
 }
 
 // StartClusterWith returns a cluster shaped by o for t, always started
@@ -42,7 +45,7 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Server {
 	}
 	s := &Server{Cluster: true, Source: "binary"}
 	for range o.Primaries * (1 + o.ReplicasPerPrimary) {
-		p := startProcess(t, bin, Options{}, clusterArgs(o.NodeTimeout))
+		p := startProcess(t, bin, Options{Persist: o.Persist}, clusterArgs(o.NodeTimeout))
 		s.procs = append(s.procs, p)
 		s.Addrs = append(s.Addrs, p.addr)
 	}
