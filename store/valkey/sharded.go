@@ -597,23 +597,47 @@ func (s *Sharded) Release(ctx context.Context, in store.ReleaseInput) ([]string,
 	if err := s.admitApart(ctx, in.RunnerID, in.Admit); err != nil {
 		return nil, err
 	}
-	order, parts := s.byBucket(in.Leases)
-	released := map[int][]string{}
-	for _, b := range order {
+	// A bucket answers the job ids it released, in its part's order. So
+	// that each answer maps back to its leases exactly, a part never
+	// names one job id twice: a second lease of that id (two sites' jobs
+	// of one id in one bucket) starts another part of the bucket.
+	type part struct {
+		bucket int
+		leases []protocol.LeaseRef
+		ids    map[string]bool
+	}
+	parts := []*part{}
+	last := map[int]*part{}
+	of := make([]*part, len(in.Leases))
+	for i, l := range in.Leases {
+		b, ok := s.forLease(l.LeaseID)
+		if !ok {
+			continue
+		}
+		p := last[b]
+		if p == nil || p.ids[l.JobID] {
+			p = &part{bucket: b, ids: map[string]bool{}}
+			parts, last[b] = append(parts, p), p
+		}
+		p.leases, p.ids[l.JobID], of[i] = append(p.leases, l), true, p
+	}
+	released := map[*part]map[string]bool{}
+	for _, p := range parts {
 		sub := in
-		sub.Leases, sub.Admit, sub.Touch = parts[b], nil, false
-		ids, err := s.buckets[b].Release(ctx, sub)
+		sub.Leases, sub.Admit, sub.Touch = p.leases, nil, false
+		ids, err := s.buckets[p.bucket].Release(ctx, sub)
 		if err != nil {
 			return nil, err
 		}
-		released[b] = ids
+		released[p] = map[string]bool{}
+		for _, id := range ids {
+			released[p][id] = true
+		}
 	}
 	out := []string{}
-	for _, l := range in.Leases {
-		b, ok := s.forLease(l.LeaseID)
-		if ok && len(released[b]) > 0 && released[b][0] == l.JobID {
+	for i, l := range in.Leases {
+		if p := of[i]; p != nil && released[p][l.JobID] {
 			out = append(out, l.JobID)
-			released[b] = released[b][1:]
 		}
 	}
 	return out, nil

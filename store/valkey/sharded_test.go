@@ -304,3 +304,28 @@ func TestShardedOneBucketDownHoldsUpNoOther(t *testing.T) {
 	_, err = s.SweepSite(ctx, "s2")
 	require.Error(t, err)
 }
+
+// TestShardedReleaseAnswersInRequestOrder: a release over two buckets
+// answers the released jobs in the order the request named them, also
+// when one bucket holds two sites' jobs of one id and only the second
+// lease of that id is current.
+func TestShardedReleaseAnswersInRequestOrder(t *testing.T) {
+	s, _, stub := threeSites(t)
+	ctx := t.Context()
+	for _, j := range []struct{ site, id string }{{"s1x", "j"}, {"s2", "k"}} {
+		_, err := s.Enqueue(ctx, store.EnqueueInput{SiteID: j.site, Proto: store.Proto2, Stub: stub(j.site, j.id)})
+		require.NoError(t, err)
+	}
+	got, err := s.Claim(ctx, claim2Input("r", 2, "s1x", "s2"))
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	lease := map[string]string{}
+	for _, g := range got {
+		lease[g.ID] = g.Lease.ID
+	}
+	stale := "01" + lease["j"][2:8] + "-0000-4000-8000-000000000000"
+	ids, err := s.Release(ctx, store.ReleaseInput{Proto: store.Proto2, RunnerID: "r", Leases: []protocol.LeaseRef{
+		{JobID: "j", LeaseID: stale}, {JobID: "k", LeaseID: lease["k"]}, {JobID: "j", LeaseID: lease["j"]}}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"k", "j"}, ids)
+}
