@@ -103,9 +103,10 @@ func (s *Sharded) hintAhead(ctx context.Context, in store.EnqueueInput) error {
 }
 
 // hintedRoutes narrows a claim's routes, grouped by bucket, to the
-// buckets where their owners' hints are live. A claim whose routes lie
-// in one bucket reads no hints: visiting that bucket costs what reading
-// them would. If a hint cannot be read, the routes stay as they are: a
+// buckets where their owners' hints are live. Hints are read one call
+// per owner, so a claim whose routes span no more buckets than they have
+// owners (one bucket, above all) reads none: visiting the buckets costs
+// what reading them would. If a hint cannot be read, the routes stay as they are: a
 // hint saves calls and never decides which jobs exist.
 func (s *Sharded) hintedRoutes(ctx context.Context, routes map[int][]store.Route) map[int][]store.Route {
 	if s.noHints || len(routes) < 2 {
@@ -118,8 +119,13 @@ func (s *Sharded) hintedRoutes(ctx context.Context, routes map[int][]store.Route
 		}
 	}
 	slices.Sort(owners)
+	owners = slices.Compact(owners)
+	if len(owners) >= len(routes) {
+		// A read per owner would cost as many calls as it could save.
+		return routes
+	}
 	live := map[hintKey]bool{}
-	for _, o := range slices.Compact(owners) {
+	for _, o := range owners {
 		g := s.runner(o)
 		c := g.newCall(hintedArgs{})
 		c.keys = append(slices.Clip(c.keys), g.prefix+hintsKey(o))

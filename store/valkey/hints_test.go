@@ -49,6 +49,15 @@ func TestShardedClaimVisitsOnlyHintedBuckets(t *testing.T) {
 	_, visits = claimVisits(t, s, bob)
 	require.Zero(t, visits, "alice's hint is not bob's")
 
+	// Three owners over three buckets: reading their hints would cost
+	// what calling the buckets does, so the claim calls them.
+	team := claim2Input("r3", 5, "s0", "s1", "s2")
+	for i, o := range []string{"alice", "bob", "carol"} {
+		team.Routes[i].Owner = o
+	}
+	_, visits = claimVisits(t, s, team)
+	require.EqualValues(t, 3, visits, "as many owners as buckets: no hints read")
+
 	s.noHints = true
 	_, visits = claimVisits(t, s, all)
 	require.EqualValues(t, 3, visits, "without hints every bucket of the routes is called")
