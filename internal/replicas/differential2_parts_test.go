@@ -595,7 +595,13 @@ func bulkDaemon(ctx context.Context, d *peer.Daemon2) bulkRun {
 				continue
 			}
 			r.worked++
-			dup, err := d.Result(ctx, j.ID, j.Lease.ID, ran.Envelope, protocol.DispositionOK)
+			// The result just sent may be the last one the site waits for,
+			// and the site then stops the run: the replay must not be cut
+			// off by that stop, or a replay never sent counts as one not
+			// answered duplicate.
+			replay, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			dup, err := d.Result(replay, j.ID, j.Lease.ID, ran.Envelope, protocol.DispositionOK)
+			cancel()
 			if err == nil && dup.Duplicate && !dup.Accepted {
 				r.duplicates++
 			}
