@@ -27,8 +27,4 @@ end
 -- that stopped calling leaves nothing behind.
 local last = redis.call('ZRANGE', K.held, -1, -1, 'WITHSCORES')
 if last[2] then redis.call('PEXPIREAT', K.held, last[2]) end
-local out = redis.call('ZRANGE', K.held, 0, -1)
-table.sort(out, function(a, b) return tonumber(a) < tonumber(b) end)
-table.insert(out, 1, string.format('%d', now))
-table.insert(out, 1, 'ok')
-return out
+return bucket_set_answer(K.held, now)

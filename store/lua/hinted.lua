@@ -8,8 +8,4 @@
 -- Re-run: drops nothing more, and answers the same buckets.
 local now = clock_now()
 redis.call('ZREMRANGEBYSCORE', K.held, '-inf', '(' .. now)
-local out = redis.call('ZRANGE', K.held, 0, -1)
-table.sort(out, function(a, b) return tonumber(a) < tonumber(b) end)
-table.insert(out, 1, string.format('%d', now))
-table.insert(out, 1, 'ok')
-return out
+return bucket_set_answer(K.held, now)

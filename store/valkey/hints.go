@@ -106,8 +106,8 @@ func (s *Sharded) hintAhead(ctx context.Context, in store.EnqueueInput) error {
 // buckets where their owners' hints are live. Hints are read one call
 // per owner, so a claim whose routes span no more buckets than they have
 // owners (one bucket, above all) reads none: visiting the buckets costs
-// what reading them would. If a hint cannot be read, the routes stay as they are: a
-// hint saves calls and never decides which jobs exist.
+// what reading them would. If a hint cannot be read, the routes stay as
+// they are: a hint saves calls and never decides which jobs exist.
 func (s *Sharded) hintedRoutes(ctx context.Context, routes map[int][]store.Route) map[int][]store.Route {
 	if s.noHints || len(routes) < 2 {
 		return routes
@@ -127,13 +127,11 @@ func (s *Sharded) hintedRoutes(ctx context.Context, routes map[int][]store.Route
 	live := map[hintKey]bool{}
 	for _, o := range owners {
 		g := s.runner(o)
-		c := g.newCall(hintedArgs{})
-		c.keys = append(slices.Clip(c.keys), g.prefix+hintsKey(o))
-		parts, err := g.execWrite(ctx, c)
-		if err != nil || len(parts) == 0 {
+		hinted, _, err := s.onBucketSet(ctx, g, g.newCall(hintedArgs{}), hintsKey(o))
+		if err != nil {
 			return routes
 		}
-		for _, b := range s.bucketsIn(parts[1:]) {
+		for _, b := range hinted {
 			live[hintKey{owner: o, bucket: b}] = true
 		}
 	}

@@ -57,9 +57,9 @@ type Sharded struct {
 	// noHints, set by Sharding.NoRouteHints, writes and reads none.
 	hints   *hintCache
 	noHints bool
-	// claims and visits count the protocol-"2" claims asking for jobs and
-	// the bucket calls they made (ClaimVisits).
-	claims, visits atomic.Int64
+	// visits counts the bucket calls protocol-"2" claims made, which
+	// the tests and the benchmark of route hints read.
+	visits atomic.Int64
 }
 
 var _ store.RoutingStore = (*Sharded)(nil)
@@ -331,7 +331,6 @@ func (s *Sharded) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Cl
 		routes[b] = append(routes[b], r)
 	}
 	if in.Max > 0 {
-		s.claims.Add(1)
 		routes = s.hintedRoutes(ctx, routes)
 	}
 	order := slices.Sorted(maps.Keys(routes))
@@ -432,6 +431,13 @@ func (s *Sharded) keepBuckets(ctx context.Context, g *Store, key, who string, a 
 	if err != nil {
 		return nil, 0, err
 	}
+	return s.onBucketSet(ctx, g, c, key)
+}
+
+// onBucketSet sends c, a call of held.lua or hinted.lua, with the sorted
+// set under key on g as its K.held, and reads the reply both give: g's
+// now and the buckets, skipping any that names no bucket of this layout.
+func (s *Sharded) onBucketSet(ctx context.Context, g *Store, c call, key string) (buckets []int, now int64, err error) {
 	c.keys = append(slices.Clip(c.keys), g.prefix+key)
 	parts, err := g.execWrite(ctx, c)
 	if err != nil {
@@ -443,19 +449,13 @@ func (s *Sharded) keepBuckets(ctx context.Context, g *Store, key, who string, a 
 	if now, err = strconv.ParseInt(parts[0], 10, 64); err != nil {
 		return nil, 0, fmt.Errorf("the reply's time: %w", err)
 	}
-	return s.bucketsIn(parts[1:]), now, nil
-}
-
-// bucketsIn reads bucket numbers from a reply, skipping any that names
-// no bucket of this layout.
-func (s *Sharded) bucketsIn(parts []string) []int {
-	out := []int{}
-	for _, h := range parts {
+	buckets = []int{}
+	for _, h := range parts[1:] {
 		if b, err := strconv.Atoi(h); err == nil && b >= 0 && b < len(s.buckets) {
-			out = append(out, b)
+			buckets = append(buckets, b)
 		}
 	}
-	return out
+	return buckets, now, nil
 }
 
 // heldBuckets reads a runner's list of buckets.

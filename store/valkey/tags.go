@@ -68,12 +68,14 @@ func (t taggedPrefix) runnerPrefix(i, n int) string { return t.with(t.spread(".r
 // plain hashing can leave one primary with half as many again as
 // another (20, 13 and 15 of 48 buckets on three). The middle half keeps
 // a group inside its run when a cluster's runs are cut a slot off ours.
+// With at most MaxBuckets groups the middle half is at least 32 slots
+// wide, so the search ends after about 2n names.
 func (t taggedPrefix) spread(kind string, i, n int) string {
 	width := float64(clusterSlots) / float64(n)
 	lo, hi := int(float64(i)*width+width/4), int(float64(i)*width+3*width/4)
 	name := kind + strconv.Itoa(i)
 	for j := 1; ; j++ {
-		if slot := keySlot(t.inner + name); slot >= lo && slot <= max(lo, hi-1) {
+		if slot := keySlot(t.inner + name); slot >= lo && slot < hi {
 			return name
 		}
 		name = kind + strconv.Itoa(i) + "-" + strconv.Itoa(j)
